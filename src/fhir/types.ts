@@ -1,0 +1,28 @@
+// Shared FHIR value types used across fhir/, auth/ and jobs/.
+
+export interface Meta {
+  versionId?: string;
+  lastUpdated?: string;
+  /** Cinder: the bare id of the project that owns the resource. */
+  project?: string;
+  [key: string]: unknown;
+}
+
+export interface Resource {
+  resourceType: string;
+  id?: string;
+  meta?: Meta;
+  [key: string]: unknown;
+}
+
+export interface Reference {
+  reference?: string;
+  display?: string;
+  [key: string]: unknown;
+}
+
+/** What a caller may see: one project's resources, or (super administrators) every project's. */
+export interface AccessScope {
+  /** null: every project (super administrator). */
+  projectId: string | null;
+}

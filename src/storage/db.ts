@@ -1,0 +1,38 @@
+// The Db seam: one query interface over PGlite (embedded) and PostgreSQL, so that every module above storage
+// writes one SQL dialect. Writes go through `transaction(fn)`; nothing holds a connection on a long-lived object.
+
+export interface QueryResult<T> {
+  rows: T[];
+  rowCount: number;
+}
+
+export interface Queryable {
+  query<T = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<T>>;
+}
+
+export interface Db extends Queryable {
+  readonly kind: 'pglite' | 'postgres';
+  /** Runs `fn` inside BEGIN/COMMIT on one connection; ROLLBACK when it throws. */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /** Runs `fn` on one dedicated connection outside a transaction (advisory locks, LISTEN). */
+  session<T>(fn: (conn: Queryable) => Promise<T>): Promise<T>;
+  /** Runs a script of several statements (migrations). */
+  exec(sql: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Thrown by the storage layer when the database cannot be reached; the HTTP layer maps it to 503. */
+export class DbUnavailableError extends Error {
+  constructor(cause: unknown) {
+    super(`database unavailable: ${cause instanceof Error ? cause.message : String(cause)}`);
+    this.name = 'DbUnavailableError';
+  }
+}
+
+/** PostgreSQL SQLSTATE of a unique violation. */
+export const UNIQUE_VIOLATION = '23505';
+
+export function sqlState(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}

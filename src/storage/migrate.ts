@@ -1,0 +1,54 @@
+// Versioned migrations applied at start-up under a PostgreSQL advisory lock, so several instances
+// starting at once apply each migration exactly once. A failing migration stops start-up.
+import type { Db } from './db.js';
+import * as m001 from './migrations/001-core.js';
+import * as m002 from './migrations/002-search-index.js';
+
+export interface Migration {
+  version: number;
+  sql: string;
+}
+
+/** Ordered on purpose: a migration's number is its place in history, not a file listing. */
+export const MIGRATIONS: readonly Migration[] = [m001, m002];
+
+const LOCK_KEY = 72_410_001;
+
+export async function migrate(db: Db, migrations: readonly Migration[] = MIGRATIONS): Promise<number[]> {
+  return db.session(async (conn) => {
+    await conn.query('SELECT pg_advisory_lock($1)', [LOCK_KEY]);
+    try {
+      await conn.query(
+        'CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
+      );
+      const done = new Set(
+        (await conn.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version),
+      );
+      const applied: number[] = [];
+      for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+        if (done.has(m.version)) continue;
+        await conn.query('BEGIN');
+        try {
+          for (const stmt of splitStatements(m.sql)) await conn.query(stmt);
+          await conn.query('INSERT INTO schema_migrations (version) VALUES ($1)', [m.version]);
+          await conn.query('COMMIT');
+        } catch (err) {
+          await conn.query('ROLLBACK');
+          throw new Error(`migration ${m.version} failed: ${(err as Error).message}`);
+        }
+        applied.push(m.version);
+      }
+      return applied;
+    } finally {
+      await conn.query('SELECT pg_advisory_unlock($1)', [LOCK_KEY]);
+    }
+  });
+}
+
+/** Splits on semicolons at line ends; migrations keep one statement per `;\n` and use no dollar quoting. */
+function splitStatements(sql: string): string[] {
+  return sql
+    .split(/;\s*\n/)
+    .map((s) => s.replace(/^\s*--.*$/gm, '').trim())
+    .filter((s) => s.length > 0);
+}

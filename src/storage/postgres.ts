@@ -1,0 +1,64 @@
+// PostgreSQL (node-postgres pool) behind the Db seam.
+import pg from 'pg';
+import type { Db, Queryable, QueryResult } from './db.js';
+
+pg.types.setTypeParser(20, (v: string) => Number(v)); // int8
+pg.types.setTypeParser(1700, (v: string) => Number(v)); // numeric
+
+function wrap(c: pg.Pool | pg.PoolClient): Queryable {
+  return {
+    async query<T>(sql: string, params?: readonly unknown[]): Promise<QueryResult<T>> {
+      const r = await c.query(sql, params as unknown[] | undefined);
+      return { rows: r.rows as T[], rowCount: r.rowCount ?? r.rows.length };
+    },
+  };
+}
+
+export interface PostgresOptions {
+  max?: number;
+  onError?: (err: Error) => void;
+}
+
+export async function openPostgres(url: string, opts: PostgresOptions = {}): Promise<Db> {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: opts.max ?? 20,
+    connectionTimeoutMillis: 5000,
+    idleTimeoutMillis: 30_000,
+  });
+  // An idle client that loses its server emits here; without a listener the process would crash.
+  pool.on('error', (err) => opts.onError?.(err));
+  const base = wrap(pool);
+  return {
+    kind: 'postgres',
+    query: base.query,
+    async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        const result = await fn(wrap(client));
+        await client.query('COMMIT');
+        return result;
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw err;
+      } finally {
+        client.release();
+      }
+    },
+    async session<T>(fn: (conn: Queryable) => Promise<T>): Promise<T> {
+      const client = await pool.connect();
+      try {
+        return await fn(wrap(client));
+      } finally {
+        client.release();
+      }
+    },
+    async exec(sql: string): Promise<void> {
+      await pool.query(sql);
+    },
+    async close(): Promise<void> {
+      await pool.end();
+    },
+  };
+}
