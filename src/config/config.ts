@@ -1,0 +1,108 @@
+// Configuration (API.md §1): a JSON file named by --config or CINDER_CONFIG, then environment overrides,
+// validated once by one schema into a frozen Config that is passed down. Nothing else reads process.env.
+import fs from 'node:fs';
+import { z } from 'zod';
+
+const url = z.url({ protocol: /^https?$/ });
+
+const providerSchema = z
+  .object({
+    issuer: z.string().min(1),
+    userInfoUrl: url,
+    jwksUrl: url.optional(),
+  })
+  .strict();
+
+export const configSchema = z
+  .object({
+    port: z.coerce.number().int().min(0).max(65535).default(8103),
+    host: z.string().min(1).default('0.0.0.0'),
+    baseUrl: url.optional(),
+    dataDir: z.string().min(1).default('./data'),
+    databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+    redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').optional(),
+    admin: z
+      .object({
+        email: z.email().default('admin@example.com'),
+        password: z.string().min(8).optional(),
+        clientId: z
+          .string()
+          .regex(/^[A-Za-z0-9\-.]{1,64}$/, 'must be a valid FHIR id')
+          .optional(),
+        clientSecret: z.string().min(16).optional(),
+      })
+      .strict()
+      .default({ email: 'admin@example.com' }),
+    externalAuthProviders: z.array(providerSchema).default([]),
+    accessTokenLifetime: z.coerce.number().int().min(60).max(86_400).default(3600),
+    /** Largest accepted request body in bytes (default 32 MiB: every Synthea Bundle is below 3.4 MB). */
+    maxBodySize: z.coerce.number().int().min(1024).default(32 * 1024 * 1024),
+    logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  })
+  .strict();
+
+export type ConfigInput = z.input<typeof configSchema>;
+export type Config = Readonly<z.output<typeof configSchema> & { baseUrl: string }>;
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+const ENV_KEYS: Record<string, string> = {
+  PORT: 'port',
+  HOST: 'host',
+  BASE_URL: 'baseUrl',
+  DATA_DIR: 'dataDir',
+  DATABASE_URL: 'databaseUrl',
+  REDIS_URL: 'redisUrl',
+  LOG_LEVEL: 'logLevel',
+};
+
+/** Validates raw input; a bad value throws one ConfigError line naming the key. */
+export function parseConfig(input: unknown): Config {
+  const result = configSchema.safeParse(input);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const key = issue?.path.join('.') || '(root)';
+    throw new ConfigError(`Invalid configuration: ${key}: ${issue?.message ?? 'invalid'}`);
+  }
+  const c = result.data;
+  let baseUrl = c.baseUrl ?? `http://localhost:${c.port}/`;
+  if (!baseUrl.endsWith('/')) baseUrl += '/';
+  const issuers = new Set<string>();
+  for (const [i, p] of c.externalAuthProviders.entries()) {
+    if (issuers.has(p.issuer)) {
+      throw new ConfigError(`Invalid configuration: externalAuthProviders.${i}.issuer: duplicate issuer ${p.issuer}`);
+    }
+    issuers.add(p.issuer);
+  }
+  return Object.freeze({ ...c, baseUrl });
+}
+
+/** Reads --config / CINDER_CONFIG and the environment overrides. */
+export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Config {
+  const idx = argv.indexOf('--config');
+  const file = idx >= 0 ? argv[idx + 1] : env.CINDER_CONFIG;
+  let raw: Record<string, unknown> = {};
+  if (file) {
+    let text: string;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new ConfigError(`Cannot read configuration file ${file}: ${(err as Error).message}`);
+    }
+    try {
+      raw = JSON.parse(text) as Record<string, unknown>;
+    } catch (err) {
+      throw new ConfigError(`Configuration file ${file} is not valid JSON: ${(err as Error).message}`);
+    }
+  }
+  for (const [envKey, key] of Object.entries(ENV_KEYS)) {
+    const v = env[envKey];
+    if (v !== undefined && v !== '') raw[key] = v;
+  }
+  return parseConfig(raw);
+}

@@ -1,0 +1,49 @@
+// The one place that decides who may do what (API.md §3). Every path that reads or writes resources —
+// REST interactions, batch/transaction entries, operations — asks here.
+import { FhirError } from './outcome.js';
+
+export interface Actor {
+  /** The project the caller's membership belongs to. */
+  projectId: string;
+  projectAdmin: boolean;
+  superAdmin: boolean;
+}
+
+/** Resource types that only project admins (and super administrators) may create or change. */
+const ADMIN_WRITE = new Set(['ClientApplication', 'ProjectMembership', 'AsyncJob']);
+/** Resource types that only project admins (and super administrators) may read. */
+const ADMIN_READ = new Set(['ClientApplication', 'AsyncJob', 'Login']);
+/** Resource types only super administrators may create or change. */
+const SUPER_WRITE = new Set(['Project', 'User', 'Login']);
+
+export function canRead(actor: Actor, resourceType: string): boolean {
+  if (actor.superAdmin) return true;
+  if (ADMIN_READ.has(resourceType)) return actor.projectAdmin;
+  return true;
+}
+
+export function canWrite(actor: Actor, resourceType: string): boolean {
+  if (actor.superAdmin) return true;
+  if (SUPER_WRITE.has(resourceType)) return false;
+  if (ADMIN_WRITE.has(resourceType)) return actor.projectAdmin;
+  return true;
+}
+
+export function assertRead(actor: Actor, resourceType: string): void {
+  if (!canRead(actor, resourceType)) {
+    throw new FhirError('forbidden', `Forbidden: reading ${resourceType} needs a project administrator`, 'access.read');
+  }
+}
+
+export function assertWrite(actor: Actor, resourceType: string): void {
+  if (!canWrite(actor, resourceType)) {
+    const who = SUPER_WRITE.has(resourceType) ? 'a super administrator' : 'a project administrator';
+    throw new FhirError('forbidden', `Forbidden: changing ${resourceType} needs ${who}`, 'access.write');
+  }
+}
+
+export function assertSuperAdmin(actor: Actor, what: string): void {
+  if (!actor.superAdmin) {
+    throw new FhirError('forbidden', `Forbidden: ${what} needs a super administrator`, 'access.super-admin');
+  }
+}

@@ -1,0 +1,27 @@
+// What every repository call needs to know about its caller and its environment (passed in, never global).
+import type { Actor } from '../access.js';
+import type { AccessScope } from '../types.js';
+
+export interface RepoContext {
+  actor: Actor;
+  /** What the caller may read: one project or (super administrators) all. */
+  scope: AccessScope;
+  /** Reference to the author (profile or ClientApplication), recorded in meta.author. */
+  author?: string;
+  clock: () => Date;
+  newId: () => string;
+  /** Absolute FHIR base without trailing slash, e.g. `http://localhost:8103/fhir/R4` (for fullUrl and links). */
+  fhirBase: string;
+}
+
+export function visible(ctx: Pick<RepoContext, 'scope'>, projectId: string): boolean {
+  return ctx.scope.projectId === null || ctx.scope.projectId === projectId;
+}
+
+/** A context that sees and writes everything: start-up bootstrap and jobs acting as the system. */
+export function systemContext(
+  projectId: string,
+  env: Pick<RepoContext, 'clock' | 'newId' | 'fhirBase'>,
+): RepoContext {
+  return { actor: { projectId, projectAdmin: true, superAdmin: true }, scope: { projectId: null }, ...env };
+}

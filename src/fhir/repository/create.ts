@@ -1,0 +1,77 @@
+// create and conditional create: https://hl7.org/fhir/R4/http.html#create, #ccreate
+import type { Db } from '../../storage/db.js';
+import { FhirError } from '../outcome.js';
+import { RawJson, type FhirResult } from '../result.js';
+import { executeSearch } from '../search/execute.js';
+import { parseSearchRequest } from '../search/parse.js';
+import type { Resource } from '../types.js';
+import type { RepoContext } from './context.js';
+import { prepareWrite, type PreparedWrite } from './prepare.js';
+import { storeSecrets } from './secrets.js';
+import { insertResources } from './store.js';
+import type { Queryable } from '../../storage/db.js';
+
+/** Writes already prepared first versions inside the caller's transaction. */
+export async function commitCreates(tx: Queryable, items: readonly PreparedWrite[]): Promise<void> {
+  await insertResources(tx, items);
+  for (const it of items) {
+    if (it.secrets.length) await storeSecrets(tx, it.resource.resourceType, it.resource.id as string, it.secrets);
+  }
+}
+
+export function createdResult(p: PreparedWrite): FhirResult {
+  const r = p.resource;
+  const body = p.revealedSecret ? { ...r, secret: p.revealedSecret } : r;
+  return {
+    status: 201,
+    body,
+    location: `${r.resourceType}/${r.id}/_history/${p.versionId}`,
+    versionId: String(p.versionId),
+    lastModified: p.lastUpdated,
+  };
+}
+
+/** Parses an If-None-Exist value (`identifier=x&...`, optionally prefixed by `Type?`) into query params. */
+export function parseConditionQuery(text: string): Record<string, string[]> {
+  const q = text.includes('?') ? text.slice(text.indexOf('?') + 1) : text;
+  const out: Record<string, string[]> = {};
+  for (const [k, v] of new URLSearchParams(q)) (out[k] ??= []).push(v);
+  if (Object.keys(out).length === 0) {
+    throw new FhirError('invalid', 'The If-None-Exist condition is empty', 'rest.conditional-empty');
+  }
+  return out;
+}
+
+/** Finds what a conditional interaction's criteria match (at most two, which is enough to decide). */
+export async function matchCondition(
+  db: Queryable,
+  ctx: RepoContext,
+  resourceType: string,
+  condition: string,
+): Promise<{ resourceType: string; id: string; json: string }[]> {
+  const query = { ...parseConditionQuery(condition), _count: '2' };
+  const req = parseSearchRequest(resourceType, query);
+  const result = await executeSearch(db, req, ctx.scope);
+  return result.matches;
+}
+
+export async function createResource(
+  db: Db,
+  ctx: RepoContext,
+  input: Resource,
+  opts: { ifNoneExist?: string } = {},
+): Promise<FhirResult> {
+  if (opts.ifNoneExist) {
+    const found = await matchCondition(db, ctx, input.resourceType, opts.ifNoneExist);
+    if (found.length > 1) {
+      throw new FhirError('duplicate', 'If-None-Exist matched more than one resource', 'rest.ccreate-multiple', {
+        status: 412,
+      });
+    }
+    const hit = found[0];
+    if (hit) return { status: 200, body: new RawJson(hit.json), location: `${hit.resourceType}/${hit.id}` };
+  }
+  const prepared = prepareWrite(ctx, input, ctx.newId(), 1, ctx.clock());
+  await db.transaction((tx) => commitCreates(tx, [prepared]));
+  return createdResult(prepared);
+}

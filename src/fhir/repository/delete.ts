@@ -1,0 +1,33 @@
+// delete: https://hl7.org/fhir/R4/http.html#delete
+import type { Db, Queryable } from '../../storage/db.js';
+import { assertWrite } from '../access.js';
+import { FhirError, outcome } from '../outcome.js';
+import type { FhirResult } from '../result.js';
+import type { RepoContext } from './context.js';
+import { readVisibleRow } from './read.js';
+import { writeVersion } from './store.js';
+
+export async function deleteInTx(tx: Queryable, ctx: RepoContext, resourceType: string, id: string): Promise<FhirResult> {
+  assertWrite(ctx.actor, resourceType);
+  const row = await readVisibleRow(tx, ctx, resourceType, id, true);
+  if (!row) throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'rest.delete.not-found');
+  if (row.deleted) {
+    return { status: 200, body: outcome('information', 'informational', `${resourceType}/${id} was already deleted`) };
+  }
+  const versionId = row.version_id + 1;
+  await writeVersion(tx, row.rid, resourceType, id, {
+    resource: null,
+    projectId: row.project_id,
+    versionId,
+    lastUpdated: ctx.clock(),
+  });
+  return {
+    status: 200,
+    body: outcome('information', 'informational', `Deleted ${resourceType}/${id}`),
+    versionId: String(versionId),
+  };
+}
+
+export function deleteResource(db: Db, ctx: RepoContext, resourceType: string, id: string): Promise<FhirResult> {
+  return db.transaction((tx) => deleteInTx(tx, ctx, resourceType, id));
+}

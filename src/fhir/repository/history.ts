@@ -1,0 +1,112 @@
+// instance and type history: https://hl7.org/fhir/R4/http.html#history
+import type { Queryable } from '../../storage/db.js';
+import { assertRead } from '../access.js';
+import { bundleToJson, type BundleEntryText } from '../bundle.js';
+import { FhirError } from '../outcome.js';
+import { RawJson, type FhirResult } from '../result.js';
+import type { RepoContext } from './context.js';
+import { readVisibleRow } from './read.js';
+
+interface HistoryRow {
+  resource_type: string;
+  id: string;
+  version_id: number;
+  last_updated: Date;
+  deleted: boolean;
+  json: string | null;
+}
+
+export interface HistoryParams {
+  _count?: string;
+  _since?: string;
+  _offset?: string;
+}
+
+function intParam(name: string, value: string | undefined, dflt: number, max: number): number {
+  if (value === undefined) return dflt;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) {
+    throw new FhirError('invalid', `Invalid ${name}: ${value.slice(0, 40)}`, 'history.bad-int');
+  }
+  return Math.min(n, max);
+}
+
+function sinceParam(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(value) || isNaN(Date.parse(value))) {
+    throw new FhirError('invalid', `Invalid _since (an instant is required): ${value.slice(0, 40)}`, 'history.bad-since');
+  }
+  return new Date(value).toISOString();
+}
+
+function entry(ctx: RepoContext, r: HistoryRow, first: boolean): BundleEntryText {
+  const url = `${r.resource_type}/${r.id}`;
+  return {
+    fullUrl: `${ctx.fhirBase}/${url}`,
+    ...(r.json !== null && !r.deleted ? { resource: r.json } : {}),
+    request: { method: r.deleted ? 'DELETE' : first ? 'POST' : 'PUT', url: r.version_id === 1 ? r.resource_type : url },
+    response: {
+      status: r.deleted ? '204' : r.version_id === 1 ? '201' : '200',
+      etag: `W/"${r.version_id}"`,
+      lastModified: r.last_updated.toISOString(),
+    },
+  };
+}
+
+export async function history(
+  db: Queryable,
+  ctx: RepoContext,
+  resourceType: string,
+  id: string | undefined,
+  params: HistoryParams,
+  selfUrl: string,
+): Promise<FhirResult> {
+  assertRead(ctx.actor, resourceType);
+  const count = intParam('_count', params._count, 20, 1000);
+  const offset = intParam('_offset', params._offset, 0, Number.MAX_SAFE_INTEGER);
+  const since = sinceParam(params._since);
+  const where: string[] = ['resource_type = $1'];
+  const args: unknown[] = [resourceType];
+  if (id !== undefined) {
+    const row = await readVisibleRow(db, ctx, resourceType, id);
+    if (!row) throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'history.not-found');
+    args.push(id);
+    where.push(`id = $${args.length}`);
+  } else if (ctx.scope.projectId !== null) {
+    args.push(ctx.scope.projectId);
+    where.push(`project_id = $${args.length}`);
+  }
+  if (since) {
+    args.push(since);
+    where.push(`last_updated > $${args.length}`);
+  }
+  const totalRow = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM resource_history WHERE ${where.join(' AND ')}`,
+    args,
+  );
+  args.push(count + 1, offset);
+  const rows = await db.query<HistoryRow>(
+    `SELECT resource_type, id, version_id, last_updated, deleted, content::text AS json FROM resource_history
+     WHERE ${where.join(' AND ')} ORDER BY last_updated DESC, rid DESC, version_id DESC
+     LIMIT $${args.length - 1} OFFSET $${args.length}`,
+    args,
+  );
+  const page = rows.rows.slice(0, count);
+  const link = [{ relation: 'self', url: selfUrl }];
+  if (rows.rows.length > count) {
+    const next = new URL(selfUrl);
+    next.searchParams.set('_offset', String(offset + count));
+    next.searchParams.set('_count', String(count));
+    link.push({ relation: 'next', url: next.toString() });
+  }
+  const text = bundleToJson(
+    {
+      type: 'history',
+      total: totalRow.rows[0]?.n ?? 0,
+      link,
+      entry: page.map((r) => entry(ctx, r, r.version_id === 1)),
+    },
+    ctx.newId(),
+  );
+  return { status: 200, body: new RawJson(text) };
+}

@@ -1,0 +1,52 @@
+// read and vread: https://hl7.org/fhir/R4/http.html#read, #vread
+import type { Queryable } from '../../storage/db.js';
+import { assertRead } from '../access.js';
+import { FhirError } from '../outcome.js';
+import { RawJson, type FhirResult } from '../result.js';
+import { visible, type RepoContext } from './context.js';
+import { selectCurrent, selectVersion, type StoredRow } from './store.js';
+
+const notFound = (type: string, id: string): FhirError =>
+  new FhirError('not-found', `Not found: ${type}/${id}`, 'rest.read.not-found');
+
+/** The current row when it exists and the caller may see it; deleted rows are returned (callers decide). */
+export async function readVisibleRow(
+  db: Queryable,
+  ctx: RepoContext,
+  resourceType: string,
+  id: string,
+  forUpdate = false,
+): Promise<StoredRow | undefined> {
+  const row = await selectCurrent(db, resourceType, id, forUpdate);
+  return row && visible(ctx, row.project_id) ? row : undefined;
+}
+
+export async function readResource(db: Queryable, ctx: RepoContext, resourceType: string, id: string): Promise<FhirResult> {
+  assertRead(ctx.actor, resourceType);
+  const row = await readVisibleRow(db, ctx, resourceType, id);
+  if (!row) throw notFound(resourceType, id);
+  if (row.deleted) {
+    throw new FhirError('deleted', `Deleted: ${resourceType}/${id}`, 'rest.read.gone', {
+      headers: { etag: `W/"${row.version_id}"` },
+    });
+  }
+  return { status: 200, body: new RawJson(row.json), versionId: String(row.version_id), lastModified: row.last_updated };
+}
+
+export async function vreadResource(
+  db: Queryable,
+  ctx: RepoContext,
+  resourceType: string,
+  id: string,
+  versionId: string,
+): Promise<FhirResult> {
+  assertRead(ctx.actor, resourceType);
+  const v = Number(versionId);
+  if (!Number.isInteger(v) || v < 1) throw notFound(resourceType, `${id}/_history/${versionId}`);
+  const row = await selectVersion(db, resourceType, id, v);
+  if (!row || !visible(ctx, row.project_id)) throw notFound(resourceType, `${id}/_history/${versionId}`);
+  if (row.deleted || row.json === null) {
+    throw new FhirError('deleted', `Deleted: ${resourceType}/${id}/_history/${versionId}`, 'rest.vread.gone');
+  }
+  return { status: 200, body: new RawJson(row.json), versionId: String(row.version_id), lastModified: row.last_updated };
+}

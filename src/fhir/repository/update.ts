@@ -1,0 +1,94 @@
+// update (PUT), including update-as-create and version-aware update: https://hl7.org/fhir/R4/http.html#update
+import type { Db, Queryable } from '../../storage/db.js';
+import { sqlState, UNIQUE_VIOLATION } from '../../storage/db.js';
+import { FhirError } from '../outcome.js';
+import type { FhirResult } from '../result.js';
+import type { Resource } from '../types.js';
+import { visible, type RepoContext } from './context.js';
+import { commitCreates, createdResult } from './create.js';
+import { assertId, prepareWrite } from './prepare.js';
+import { storeSecrets } from './secrets.js';
+import { selectCurrent, writeVersion, type StoredRow } from './store.js';
+
+/** Parses `W/"3"` or `"3"` or `3`; a malformed If-Match is a 400. */
+export function parseIfMatch(value: string): number {
+  const m = /^(?:W\/)?"?(\d+)"?$/.exec(value.trim());
+  if (!m) throw new FhirError('invalid', `Malformed If-Match header: ${value.slice(0, 60)}`, 'rest.if-match-format');
+  return Number(m[1]);
+}
+
+export function assertVersion(row: StoredRow, ifMatch: string | undefined): void {
+  if (ifMatch === undefined) return;
+  const wanted = parseIfMatch(ifMatch);
+  if (wanted !== row.version_id) {
+    throw new FhirError(
+      'conflict',
+      `Version conflict: If-Match asked for version ${wanted}, the current version is ${row.version_id}`,
+      'rest.version-conflict',
+      { status: 412 },
+    );
+  }
+}
+
+/** Writes `input` as the next version of the row (the row is locked by the caller). */
+export async function writeNextVersion(
+  tx: Queryable,
+  ctx: RepoContext,
+  row: StoredRow,
+  input: Resource,
+): Promise<FhirResult> {
+  const prepared = prepareWrite(ctx, input, row.id, row.version_id + 1, ctx.clock(), row.project_id);
+  await writeVersion(tx, row.rid, row.resource_type, row.id, prepared);
+  if (prepared.secrets.length) await storeSecrets(tx, row.resource_type, row.id, prepared.secrets);
+  return { ...createdResult(prepared), status: 200 };
+}
+
+/** Update inside an open transaction (used by PUT and by transaction Bundles). */
+export async function updateInTx(
+  tx: Queryable,
+  ctx: RepoContext,
+  resourceType: string,
+  id: string,
+  input: Resource,
+  ifMatch?: string,
+): Promise<FhirResult> {
+  assertId(id);
+  if (input.id !== id) {
+    throw new FhirError('invalid', `The resource id (${String(input.id)}) must equal the URL id (${id})`, 'rest.update.id', {
+      expression: [`${resourceType}.id`],
+    });
+  }
+  const locked = await selectCurrent(tx, resourceType, id, true);
+  if (locked && !visible(ctx, locked.project_id)) {
+    // The id belongs to another project: answer as if it did not exist, and create nothing.
+    throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'rest.update.not-found');
+  }
+  if (!locked) {
+    if (ifMatch !== undefined) {
+      throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'rest.update.if-match-missing');
+    }
+    const prepared = prepareWrite(ctx, input, id, 1, ctx.clock());
+    await commitCreates(tx, [prepared]);
+    return createdResult(prepared);
+  }
+  assertVersion(locked, ifMatch);
+  return writeNextVersion(tx, ctx, locked, input);
+}
+
+export async function updateResource(
+  db: Db,
+  ctx: RepoContext,
+  resourceType: string,
+  id: string,
+  input: Resource,
+  opts: { ifMatch?: string } = {},
+): Promise<FhirResult> {
+  try {
+    return await db.transaction((tx) => updateInTx(tx, ctx, resourceType, id, input, opts.ifMatch));
+  } catch (err) {
+    if (sqlState(err) === UNIQUE_VIOLATION) {
+      throw new FhirError('conflict', `Concurrent create of ${resourceType}/${id}; retry`, 'rest.update.race');
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,22 @@
+// FHIR functions return a result value; http/reply.ts is the one place that turns it into a response.
+import type { OperationOutcome } from './outcome.js';
+import type { Resource } from './types.js';
+
+/** JSON text taken straight from storage, sent without parsing and re-serialising. */
+export class RawJson {
+  constructor(readonly text: string) {}
+}
+
+export interface FhirResult {
+  status: number;
+  body: Resource | OperationOutcome | RawJson | null;
+  /** Relative to the FHIR base, e.g. `Patient/1/_history/2`. */
+  location?: string;
+  versionId?: string;
+  lastModified?: Date;
+  headers?: Record<string, string>;
+}
+
+export function ok(body: FhirResult['body'], extra: Omit<FhirResult, 'status' | 'body'> = {}): FhirResult {
+  return { status: 200, body, ...extra };
+}
