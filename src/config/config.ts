@@ -37,6 +37,8 @@ export const configSchema = z
     accessTokenLifetime: z.coerce.number().int().min(60).max(86_400).default(3600),
     /** Largest accepted request body in bytes (default 32 MiB: every Synthea Bundle is below 3.4 MB). */
     maxBodySize: z.coerce.number().int().min(1024).default(32 * 1024 * 1024),
+    /** Largest number of entries accepted in one batch or transaction Bundle. */
+    maxBundleEntries: z.coerce.number().int().min(1).default(10_000),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
   .strict();

@@ -16,6 +16,8 @@ function wrap(c: pg.Pool | pg.PoolClient): Queryable {
 
 export interface PostgresOptions {
   max?: number;
+  /** Schema to use instead of `public` (tests give each file its own). */
+  schema?: string;
   onError?: (err: Error) => void;
 }
 
@@ -25,6 +27,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
     max: opts.max ?? 20,
     connectionTimeoutMillis: 5000,
     idleTimeoutMillis: 30_000,
+    ...(opts.schema ? { options: `-c search_path=${opts.schema}` } : {}),
   });
   // An idle client that loses its server emits here; without a listener the process would crash.
   pool.on('error', (err) => opts.onError?.(err));

@@ -1,0 +1,61 @@
+// buildApp(deps): registers plugins and routes and returns the Fastify instance; it never listens.
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { AuthDeps } from './auth/deps.js';
+import type { KeyRing } from './auth/keys.js';
+import type { Config } from './config/config.js';
+import { registerAuth } from './http/plugins/auth.js';
+import { registerContentTypes } from './http/plugins/content-types.js';
+import { registerErrorHandler } from './http/plugins/errors.js';
+import { fhirRoutes } from './http/routes/fhir.js';
+import { healthRoutes } from './http/routes/health.js';
+import { oauthRoutes } from './http/routes/oauth.js';
+import { wellKnownRoutes } from './http/routes/well-known.js';
+import type { Db } from './storage/db.js';
+import { createTokenIssuer } from './auth/access-token.js';
+
+export interface AppDeps {
+  config: Config;
+  db: Db;
+  keys: KeyRing;
+  clock?: () => Date;
+  newId?: () => string;
+  logger?: FastifyBaseLogger;
+}
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const { config, db } = deps;
+  const clock = deps.clock ?? (() => new Date());
+  const newId = deps.newId ?? randomUUID;
+  const app = Fastify({
+    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
+    bodyLimit: config.maxBodySize,
+    genReqId: () => randomUUID(),
+    requestIdHeader: false,
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 },
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+  });
+  const fhirBase = `${config.baseUrl}fhir/R4`;
+  const auth: AuthDeps = {
+    db,
+    tokens: createTokenIssuer(deps.keys, config.baseUrl),
+    clock,
+    newId,
+    accessTokenLifetime: config.accessTokenLifetime,
+  };
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  registerErrorHandler(app);
+  registerContentTypes(app);
+  registerAuth(app, auth);
+  healthRoutes(app, { db });
+  wellKnownRoutes(app, { keys: deps.keys, baseUrl: config.baseUrl });
+  oauthRoutes(app, auth);
+  await app.register(
+    async (f) => fhirRoutes(f, { db, clock, newId, fhirBase, maxBundleEntries: config.maxBundleEntries }),
+    { prefix: '/fhir/R4' },
+  );
+  return app;
+}

@@ -1,0 +1,37 @@
+// Turns an Authorization header into a Principal or a 401 (RFC 6750 §3 WWW-Authenticate).
+import { FhirError } from '../fhir/outcome.js';
+import { InvalidTokenError } from './access-token.js';
+import { nowSeconds, type AuthDeps } from './deps.js';
+import { loadPrincipal, type Principal } from './principal.js';
+
+export function unauthorized(message: string, code: string, invalidToken = true): FhirError {
+  return new FhirError('login', message, code, {
+    status: 401,
+    headers: {
+      'www-authenticate': invalidToken
+        ? `Bearer error="invalid_token", error_description="${message.replace(/"/g, "'")}"`
+        : 'Bearer',
+    },
+  });
+}
+
+export function bearerToken(header: string | undefined): string {
+  if (!header) throw unauthorized('Authentication required', 'auth.missing', false);
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  if (!m) throw unauthorized('Authorization must be a Bearer token', 'auth.scheme');
+  return m[1] as string;
+}
+
+export async function authenticate(deps: AuthDeps, header: string | undefined): Promise<Principal> {
+  const token = bearerToken(header);
+  let claims;
+  try {
+    claims = await deps.tokens.verify(token, nowSeconds(deps));
+  } catch (err) {
+    if (err instanceof InvalidTokenError) throw unauthorized(err.message, 'auth.invalid-token');
+    throw err;
+  }
+  const principal = await loadPrincipal(deps.db, claims.login_id, claims.sub);
+  if (!principal) throw unauthorized('The login of this token has ended', 'auth.login-ended');
+  return principal;
+}

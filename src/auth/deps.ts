@@ -1,0 +1,13 @@
+// What the auth functions need, passed in by the app (never read from globals).
+import type { Db } from '../storage/db.js';
+import type { TokenIssuer } from './access-token.js';
+
+export interface AuthDeps {
+  db: Db;
+  tokens: TokenIssuer;
+  clock: () => Date;
+  newId: () => string;
+  accessTokenLifetime: number;
+}
+
+export const nowSeconds = (deps: Pick<AuthDeps, 'clock'>): number => Math.floor(deps.clock().getTime() / 1000);

@@ -1,0 +1,43 @@
+// search (type level, GET and POST _search): https://hl7.org/fhir/R4/http.html#search, search.html
+import type { Queryable } from '../../storage/db.js';
+import { assertRead, canRead } from '../access.js';
+import { bundleToJson, type BundleEntryText } from '../bundle.js';
+import { RawJson, type FhirResult } from '../result.js';
+import { applyElements } from '../search/elements.js';
+import { executeSearch } from '../search/execute.js';
+import { parseSearchRequest } from '../search/parse.js';
+import type { RepoContext } from './context.js';
+
+export async function searchResources(
+  db: Queryable,
+  ctx: RepoContext,
+  resourceType: string,
+  query: Record<string, string | string[] | undefined>,
+  selfUrl: string,
+): Promise<FhirResult> {
+  assertRead(ctx.actor, resourceType);
+  const req = parseSearchRequest(resourceType, query);
+  const result = await executeSearch(db, req, ctx.scope);
+  const link = [{ relation: 'self', url: selfUrl }];
+  if (result.nextCursor) {
+    const next = new URL(selfUrl);
+    for (const [k, v] of Object.entries(result.nextCursor)) next.searchParams.set(k, v);
+    link.push({ relation: 'next', url: next.toString() });
+  }
+  const shape = (json: string): string => (req.elements?.length ? applyElements(json, req.elements) : json);
+  const entry: BundleEntryText[] = [];
+  if (req.summary !== 'count') {
+    for (const m of result.matches) {
+      entry.push({ fullUrl: `${ctx.fhirBase}/${m.resourceType}/${m.id}`, resource: shape(m.json), search: { mode: 'match' } });
+    }
+    for (const m of result.included) {
+      if (!canRead(ctx.actor, m.resourceType)) continue;
+      entry.push({ fullUrl: `${ctx.fhirBase}/${m.resourceType}/${m.id}`, resource: m.json, search: { mode: 'include' } });
+    }
+  }
+  const text = bundleToJson(
+    { type: 'searchset', ...(result.total !== undefined ? { total: result.total } : {}), link, entry },
+    ctx.newId(),
+  );
+  return { status: 200, body: new RawJson(text) };
+}

@@ -1,0 +1,112 @@
+// transaction Bundles: all entries succeed or none is kept; `urn:uuid:` fullUrls become the new ids.
+// Processing order per https://hl7.org/fhir/R4/http.html#trules: DELETE, POST, PUT/PATCH, GET.
+import { randomUUID } from 'node:crypto';
+import type { Db } from '../../storage/db.js';
+import { sqlState, UNIQUE_VIOLATION } from '../../storage/db.js';
+import { bundleToJson, type BundleEntryText } from '../bundle.js';
+import { FhirError } from '../outcome.js';
+import { RawJson, type FhirResult } from '../result.js';
+import type { Resource } from '../types.js';
+import { assertBundle, parseEntry, resultEntry, rewriteReferences, runEntry, type ParsedEntry } from './bundle-entry.js';
+import type { RepoContext } from './context.js';
+import { commitCreates, createdResult, matchCondition } from './create.js';
+import { prepareWrite, type PreparedWrite } from './prepare.js';
+
+function inEntry(e: ParsedEntry, err: unknown): unknown {
+  if (!(err instanceof FhirError)) return err;
+  const issues = err.issues.map((i) => ({
+    ...i,
+    ...(i.details ? { details: { text: `Bundle.entry[${e.index}]: ${i.details.text}` } } : {}),
+  }));
+  return new FhirError(err.issueCode, `Bundle.entry[${e.index}]: ${err.message}`, err.code, {
+    status: err.status,
+    issues,
+    headers: err.headers,
+  });
+}
+
+const ORDER: Record<ParsedEntry['method'], number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 2, GET: 3, HEAD: 3 };
+
+export async function processTransaction(db: Db, ctx: RepoContext, body: unknown, maxEntries: number): Promise<FhirResult> {
+  const { entry } = assertBundle(body, maxEntries);
+  const entries = entry.map((raw, i) => parseEntry(raw, i, ctx.fhirBase));
+  const seen = new Set<string>();
+  for (const e of entries) {
+    if (e.id && e.method !== 'GET' && e.method !== 'HEAD') {
+      const key = `${e.type}/${e.id}`;
+      if (seen.has(key)) throw new FhirError('invalid', `Bundle.entry[${e.index}]: ${key} is changed by two entries`, 'bundle.duplicate-target');
+      seen.add(key);
+    }
+    if (e.fullUrl && seen.has(`fullUrl ${e.fullUrl}`)) {
+      throw new FhirError('invalid', `Bundle.entry[${e.index}]: fullUrl ${e.fullUrl} appears twice`, 'bundle.duplicate-fullurl');
+    }
+    if (e.fullUrl) seen.add(`fullUrl ${e.fullUrl}`);
+  }
+  try {
+    const results = await db.transaction(async (tx) => {
+      const out: (FhirResult | undefined)[] = new Array(entries.length);
+      const idMap = new Map<string, string>();
+      const creates: { e: ParsedEntry; id: string }[] = [];
+      for (const e of entries) {
+        if (e.method === 'POST' && !e.action) {
+          if (e.ifNoneExist) {
+            const found = await matchCondition(tx, ctx, e.type, e.ifNoneExist).catch((err: unknown) => {
+              throw inEntry(e, err);
+            });
+            if (found.length > 1) {
+              throw inEntry(e, new FhirError('duplicate', 'If-None-Exist matched more than one resource', 'bundle.ccreate-multiple', { status: 412 }));
+            }
+            const hit = found[0];
+            if (hit) {
+              if (e.fullUrl) idMap.set(e.fullUrl, `${hit.resourceType}/${hit.id}`);
+              out[e.index] = { status: 200, body: new RawJson(hit.json), location: `${hit.resourceType}/${hit.id}` };
+              continue;
+            }
+          }
+          const id = ctx.newId();
+          creates.push({ e, id });
+          if (e.fullUrl) idMap.set(e.fullUrl, `${e.type}/${id}`);
+        } else if (e.method === 'PUT' && e.fullUrl) {
+          idMap.set(e.fullUrl, `${e.type}/${e.id as string}`);
+        }
+      }
+      for (const e of entries) if (e.resource) rewriteReferences(e.resource, idMap);
+      const sorted = [...entries].sort((a, b) => ORDER[a.method] - ORDER[b.method] || a.index - b.index);
+      for (const e of sorted.filter((x) => x.method === 'DELETE')) {
+        out[e.index] = await runEntry(tx, ctx, e).catch((err: unknown) => {
+          throw inEntry(e, err);
+        });
+      }
+      const now = ctx.clock();
+      const prepared: PreparedWrite[] = creates.map(({ e, id }) => {
+        try {
+          return prepareWrite(ctx, e.resource as Resource, id, 1, now);
+        } catch (err) {
+          throw inEntry(e, err);
+        }
+      });
+      await commitCreates(tx, prepared);
+      creates.forEach(({ e }, i) => (out[e.index] = createdResult(prepared[i] as PreparedWrite)));
+      for (const e of sorted) {
+        if (e.method === 'DELETE' || out[e.index]) continue;
+        if (e.method === 'POST') {
+          throw inEntry(e, new FhirError('not-supported', 'POST to an operation is not supported in a transaction', 'bundle.post-action'));
+        }
+        out[e.index] = await runEntry(tx, ctx, e).catch((err: unknown) => {
+          throw inEntry(e, err);
+        });
+      }
+      return out as FhirResult[];
+    });
+    const text = bundleToJson(
+      { type: 'transaction-response', entry: results.map((r): BundleEntryText => resultEntry(r, ctx.fhirBase)) },
+      randomUUID(),
+    );
+    return { status: 200, body: new RawJson(text) };
+  } catch (err) {
+    if (sqlState(err) === UNIQUE_VIOLATION) {
+      throw new FhirError('conflict', 'A concurrent request wrote the same resource; retry the transaction', 'bundle.race');
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,38 @@
+// Authentication hook: every route not marked `config: { public: true }` needs a valid bearer token;
+// the principal is set on the request for the handlers (and the one access module) to use.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { authenticate } from '../../auth/authenticate.js';
+import type { AuthDeps } from '../../auth/deps.js';
+import { actorOf, scopeOf, type Principal } from '../../auth/principal.js';
+import type { RepoContext } from '../../fhir/repository/context.js';
+import { FhirError } from '../../fhir/outcome.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal: Principal | null;
+  }
+  interface FastifyContextConfig {
+    public?: boolean;
+  }
+}
+
+export function registerAuth(app: FastifyInstance, deps: AuthDeps): void {
+  app.decorateRequest('principal', null);
+  app.addHook('onRequest', async (request) => {
+    if (request.routeOptions.config?.public || !request.routeOptions.url) return;
+    request.principal = await authenticate(deps, request.headers.authorization);
+  });
+}
+
+export function principalOf(request: FastifyRequest): Principal {
+  if (!request.principal) throw new FhirError('login', 'Authentication required', 'auth.no-principal', { status: 401 });
+  return request.principal;
+}
+
+export function repoContext(
+  request: FastifyRequest,
+  env: Pick<RepoContext, 'clock' | 'newId' | 'fhirBase'>,
+): RepoContext {
+  const p = principalOf(request);
+  return { actor: actorOf(p), scope: scopeOf(p), author: p.profile, ...env };
+}

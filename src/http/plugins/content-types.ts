@@ -1,0 +1,35 @@
+// Request bodies Cinder accepts: FHIR/JSON (and JSON Patch) and form posts (OAuth, POST _search).
+// Anything else is 415; malformed JSON is 400; an empty body parses to undefined (e.g. `$cancel`).
+import type { FastifyInstance } from 'fastify';
+import { FhirError } from '../../fhir/outcome.js';
+
+export type FormBody = Record<string, string | string[]>;
+
+export function parseForm(text: string): FormBody {
+  const out: FormBody = {};
+  for (const [k, v] of new URLSearchParams(text)) {
+    const prev = out[k];
+    out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+  }
+  return out;
+}
+
+export function registerContentTypes(app: FastifyInstance): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser(
+    ['application/fhir+json', 'application/json', 'application/json-patch+json'],
+    { parseAs: 'string' },
+    (_req, body, done) => {
+      const text = body as string;
+      if (text.trim() === '') return done(null, undefined);
+      try {
+        done(null, JSON.parse(text));
+      } catch (err) {
+        done(new FhirError('structure', `Malformed JSON: ${(err as Error).message}`, 'http.malformed-json'), undefined);
+      }
+    },
+  );
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
+    done(null, parseForm(body as string));
+  });
+}

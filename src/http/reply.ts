@@ -1,0 +1,29 @@
+// The one place that turns a FHIR result (or error) into an HTTP response.
+import type { FastifyReply } from 'fastify';
+import { FhirError, type OperationOutcome } from '../fhir/outcome.js';
+import { RawJson, type FhirResult } from '../fhir/result.js';
+
+export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
+
+export function sendResult(reply: FastifyReply, result: FhirResult, fhirBase: string): FastifyReply {
+  reply.code(result.status);
+  if (result.versionId) reply.header('etag', `W/"${result.versionId}"`);
+  if (result.lastModified) reply.header('last-modified', result.lastModified.toUTCString());
+  if (result.location) {
+    const abs = /^https?:/.test(result.location) ? result.location : `${fhirBase}/${result.location}`;
+    reply.header(result.status === 202 ? 'content-location' : 'location', abs);
+  }
+  for (const [k, v] of Object.entries(result.headers ?? {})) reply.header(k, v);
+  if (result.body === null) return reply.send();
+  reply.type(FHIR_JSON);
+  return reply.send(result.body instanceof RawJson ? result.body.text : JSON.stringify(result.body));
+}
+
+export function sendError(reply: FastifyReply, err: FhirError): FastifyReply {
+  for (const [k, v] of Object.entries(err.headers)) reply.header(k, v);
+  return sendOutcome(reply, err.status, err.toOutcome());
+}
+
+export function sendOutcome(reply: FastifyReply, status: number, body: OperationOutcome): FastifyReply {
+  return reply.code(status).type(FHIR_JSON).send(JSON.stringify(body));
+}

@@ -1,0 +1,147 @@
+// FHIR REST at /fhir/R4 (https://hl7.org/fhir/R4/http.html): HTTP in, typed calls to fhir/, results out.
+// No SQL and no business rule here.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { isResourceType } from '../../fhir/definitions/index.js';
+import { capabilityStatement } from '../../fhir/capabilities.js';
+import { FhirError } from '../../fhir/outcome.js';
+import { processBatch } from '../../fhir/repository/batch.js';
+import type { RepoContext } from '../../fhir/repository/context.js';
+import { createResource } from '../../fhir/repository/create.js';
+import { deleteResource } from '../../fhir/repository/delete.js';
+import { history } from '../../fhir/repository/history.js';
+import { patchResource } from '../../fhir/repository/patch.js';
+import { assertBody } from '../../fhir/repository/prepare.js';
+import { readResource, vreadResource } from '../../fhir/repository/read.js';
+import { searchResources } from '../../fhir/repository/search.js';
+import { processTransaction } from '../../fhir/repository/transaction.js';
+import { updateResource } from '../../fhir/repository/update.js';
+import type { FhirResult } from '../../fhir/result.js';
+import type { Db } from '../../storage/db.js';
+import { repoContext } from '../plugins/auth.js';
+import type { FormBody } from '../plugins/content-types.js';
+import { sendResult } from '../reply.js';
+
+export interface FhirRouteDeps {
+  db: Db;
+  clock: () => Date;
+  newId: () => string;
+  fhirBase: string;
+  maxBundleEntries: number;
+}
+
+type Query = Record<string, string | string[]>;
+type P<T> = { Params: T; Querystring: Query };
+
+function assertType(type: string): void {
+  if (!isResourceType(type)) throw new FhirError('not-found', `Unknown resource type: ${type.slice(0, 64)}`, 'rest.unknown-type');
+}
+
+function header(req: FastifyRequest, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** The request's URL as an absolute URL under the FHIR base (for self/next links). */
+function selfUrl(deps: FhirRouteDeps, req: FastifyRequest): string {
+  const path = req.url.replace(/^\/fhir\/R4/, '');
+  return `${deps.fhirBase}${path}`;
+}
+
+const methodNotAllowed = (req: FastifyRequest): never => {
+  throw new FhirError('not-supported', `Method ${req.method} is not allowed on ${req.url.split('?')[0]}`, 'rest.method', { status: 405 });
+};
+
+export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
+  const env = { clock: deps.clock, newId: deps.newId, fhirBase: deps.fhirBase };
+  const ctx = (req: FastifyRequest): RepoContext => repoContext(req, env);
+  const send = (reply: FastifyReply, r: FhirResult): FastifyReply => sendResult(reply, r, deps.fhirBase);
+  const capabilities = JSON.stringify(capabilityStatement(deps.fhirBase, deps.clock()));
+
+  app.get('/metadata', { config: { public: true } }, async (_req, reply) =>
+    reply.type('application/fhir+json; charset=utf-8').send(capabilities),
+  );
+
+  app.post('/', async (req, reply) => {
+    const type = (req.body as { type?: unknown } | undefined)?.type;
+    const c = ctx(req);
+    const r =
+      type === 'transaction'
+        ? await processTransaction(deps.db, c, req.body, deps.maxBundleEntries)
+        : await processBatch(deps.db, c, req.body, deps.maxBundleEntries, (err) => req.log.error({ err }, 'batch entry failed'));
+    return send(reply, r);
+  });
+
+  app.get<P<{ type: string }>>('/:type', async (req, reply) => {
+    assertType(req.params.type);
+    return send(reply, await searchResources(deps.db, ctx(req), req.params.type, req.query, selfUrl(deps, req)));
+  });
+
+  app.post<P<{ type: string }>>('/:type/_search', async (req, reply) => {
+    assertType(req.params.type);
+    const form = (req.body ?? {}) as FormBody;
+    if (typeof form !== 'object' || Array.isArray(form)) {
+      throw new FhirError('invalid', 'POST _search takes application/x-www-form-urlencoded parameters', 'rest.search-body');
+    }
+    const query: Query = { ...req.query };
+    for (const [k, v] of Object.entries(form)) {
+      const prev = query[k];
+      query[k] = prev === undefined ? v : [...[prev].flat(), ...[v].flat()];
+    }
+    const self = `${deps.fhirBase}/${req.params.type}?${new URLSearchParams(Object.entries(query).flatMap(([k, v]) => [v].flat().map((x) => [k, x]))).toString()}`;
+    return send(reply, await searchResources(deps.db, ctx(req), req.params.type, query, self));
+  });
+
+  app.post<P<{ type: string }>>('/:type', async (req, reply) => {
+    assertType(req.params.type);
+    const body = assertBody(req.body, req.params.type);
+    const ifNoneExist = header(req, 'if-none-exist');
+    return send(reply, await createResource(deps.db, ctx(req), body, ifNoneExist ? { ifNoneExist } : {}));
+  });
+
+  app.get<P<{ type: string }>>('/:type/_history', async (req, reply) => {
+    assertType(req.params.type);
+    return send(reply, await history(deps.db, ctx(req), req.params.type, undefined, req.query as Record<string, string>, selfUrl(deps, req)));
+  });
+
+  app.get<P<{ type: string; id: string }>>('/:type/:id', async (req, reply) => {
+    assertType(req.params.type);
+    return send(reply, await readResource(deps.db, ctx(req), req.params.type, req.params.id));
+  });
+
+  app.put<P<{ type: string; id: string }>>('/:type/:id', async (req, reply) => {
+    assertType(req.params.type);
+    const body = assertBody(req.body, req.params.type);
+    const ifMatch = header(req, 'if-match');
+    return send(reply, await updateResource(deps.db, ctx(req), req.params.type, req.params.id, body, ifMatch ? { ifMatch } : {}));
+  });
+
+  app.patch<P<{ type: string; id: string }>>('/:type/:id', async (req, reply) => {
+    assertType(req.params.type);
+    const ifMatch = header(req, 'if-match');
+    return send(reply, await patchResource(deps.db, ctx(req), req.params.type, req.params.id, req.body, ifMatch ? { ifMatch } : {}));
+  });
+
+  app.delete<P<{ type: string; id: string }>>('/:type/:id', async (req, reply) => {
+    assertType(req.params.type);
+    return send(reply, await deleteResource(deps.db, ctx(req), req.params.type, req.params.id));
+  });
+
+  app.get<P<{ type: string; id: string }>>('/:type/:id/_history', async (req, reply) => {
+    assertType(req.params.type);
+    return send(reply, await history(deps.db, ctx(req), req.params.type, req.params.id, req.query as Record<string, string>, selfUrl(deps, req)));
+  });
+
+  app.get<P<{ type: string; id: string; vid: string }>>('/:type/:id/_history/:vid', async (req, reply) => {
+    assertType(req.params.type);
+    return send(reply, await vreadResource(deps.db, ctx(req), req.params.type, req.params.id, req.params.vid));
+  });
+
+  // Everything else on these paths is a 405 with an OperationOutcome (not Fastify's plain 404).
+  app.route({ method: ['PUT', 'DELETE', 'PATCH'], url: '/', handler: methodNotAllowed });
+  app.route({ method: ['PUT', 'DELETE', 'PATCH'], url: '/:type', handler: methodNotAllowed });
+  app.route({ method: ['POST'], url: '/:type/:id', handler: methodNotAllowed });
+  app.route({ method: ['POST', 'PUT', 'DELETE', 'PATCH'], url: '/:type/_history', handler: methodNotAllowed });
+  app.route({ method: ['POST', 'PUT', 'DELETE', 'PATCH'], url: '/:type/:id/_history', handler: methodNotAllowed });
+  app.route({ method: ['POST', 'PUT', 'DELETE', 'PATCH'], url: '/:type/:id/_history/:vid', handler: methodNotAllowed });
+  app.route({ method: ['POST', 'PUT', 'DELETE', 'PATCH'], url: '/metadata', handler: methodNotAllowed, config: { public: true } });
+}

@@ -1,0 +1,94 @@
+// Entry point: load the configuration, open the database, migrate, ensure the super administrator,
+// build the app, listen, and shut down cleanly on SIGINT/SIGTERM.
+import { randomUUID } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
+import { pino, type Logger } from 'pino';
+import { buildApp } from './app.js';
+import { ensureSuperAdmin } from './auth/bootstrap.js';
+import { loadKeyRing } from './auth/keys.js';
+import { ConfigError, loadConfig, type Config } from './config/config.js';
+import type { Db } from './storage/db.js';
+import { DirLockedError } from './storage/dir-lock.js';
+import { migrate } from './storage/migrate.js';
+import { openPglite } from './storage/pglite.js';
+import { openPostgres } from './storage/postgres.js';
+
+async function openDatabase(config: Config, log: Logger): Promise<Db> {
+  if (!config.databaseUrl) {
+    log.info({ dataDir: config.dataDir }, 'using the embedded database (PGlite)');
+    const db = await openPglite(config.dataDir);
+    await migrate(db);
+    return db;
+  }
+  // PostgreSQL may come up after us (containers, restarts): retry with backoff, saying so.
+  for (let attempt = 1; ; attempt++) {
+    const db = await openPostgres(config.databaseUrl, { onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL client error') });
+    try {
+      await migrate(db);
+      log.info('using PostgreSQL');
+      return db;
+    } catch (err) {
+      await db.close().catch(() => undefined);
+      if (attempt >= 30) throw err;
+      const wait = Math.min(500 * 2 ** (attempt - 1), 5000);
+      log.warn({ attempt, waitMs: wait, err: (err as Error).message }, 'PostgreSQL not reachable yet; retrying');
+      await new Promise((r) => setTimeout(r, wait));
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig(process.argv.slice(2), process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const log: Logger = pino({ level: config.logLevel, base: { service: 'cinder' } });
+  let db: Db;
+  try {
+    db = await openDatabase(config, log);
+  } catch (err) {
+    if (err instanceof DirLockedError) {
+      log.fatal(err.message);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const fhirBase = `${config.baseUrl}fhir/R4`;
+  const boot = await ensureSuperAdmin(db, { clock: () => new Date(), newId: randomUUID, fhirBase }, config.admin);
+  const g = boot.generated;
+  if (g.password) log.warn(`Generated super administrator password for ${config.admin.email}: ${g.password} (shown once; set admin.password to choose one)`);
+  if (g.clientId) log.warn(`Generated super administrator client id: ${g.clientId}`);
+  if (g.clientSecret) log.warn(`Generated super administrator client secret: ${g.clientSecret} (shown once; set admin.clientSecret to choose one)`);
+  const keys = await loadKeyRing(db);
+  const app = await buildApp({ config, db, keys, logger: log as unknown as FastifyBaseLogger });
+  let stopping = false;
+  const stop = async (signal: string): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down: finishing in-flight requests');
+    try {
+      await app.close();
+      await db.close();
+      log.info('stopped');
+      process.exit(0);
+    } catch (err) {
+      log.error({ err }, 'error while shutting down');
+      process.exit(1);
+    }
+  };
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  await app.listen({ port: config.port, host: config.host });
+  log.info({ baseUrl: config.baseUrl, superAdminClientId: boot.clientId }, 'Cinder is ready');
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`Cinder failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

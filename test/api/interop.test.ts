@@ -1,0 +1,54 @@
+// Third-party clients from the npm registry drive Cinder over a real port: fhir-kit-client and MedplumClient.
+import net from 'node:net';
+import { MedplumClient } from '@medplum/core';
+import { Client } from 'fhir-kit-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testDatabases } from '../support/db.js';
+import { ADMIN_CLIENT_ID, ADMIN_CLIENT_SECRET, startTestApp, type TestApp } from '../support/app.js';
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+describe.each(testDatabases())('third-party clients on $name', (database) => {
+  let t: TestApp;
+  let base: string;
+  beforeAll(async () => {
+    const port = await freePort();
+    base = `http://127.0.0.1:${port}/`;
+    t = await startTestApp(database, { baseUrl: base });
+    await t.app.listen({ port, host: '127.0.0.1' });
+  });
+  afterAll(async () => t?.close());
+
+  it('fhir-kit-client creates, reads and searches', async () => {
+    const client = new Client({ baseUrl: `${base}fhir/R4`, bearerToken: t.adminToken });
+    const created = (await client.create({ resourceType: 'Patient', body: { resourceType: 'Patient', name: [{ family: 'Kit', given: ['Fhir'] }] } })) as { id: string };
+    expect(created.id).toBeTruthy();
+    const read = (await client.read({ resourceType: 'Patient', id: created.id })) as unknown as { name: { family: string }[] };
+    expect(read.name[0]?.family).toBe('Kit');
+    const found = (await client.search({ resourceType: 'Patient', searchParams: { family: 'Kit' } })) as { entry?: { resource: { id: string } }[] };
+    expect(found.entry?.map((e) => e.resource.id)).toContain(created.id);
+    const meta = (await client.capabilityStatement()) as unknown as { fhirVersion: string };
+    expect(meta.fhirVersion).toBe('4.0.1');
+  });
+
+  it('MedplumClient logs in with client credentials, then creates, reads and searches', async () => {
+    const medplum = new MedplumClient({ baseUrl: base, fetch, clientId: ADMIN_CLIENT_ID });
+    await medplum.startClientLogin(ADMIN_CLIENT_ID, ADMIN_CLIENT_SECRET);
+    expect(medplum.getProfile()?.id).toBe(ADMIN_CLIENT_ID);
+    const created = await medplum.createResource({ resourceType: 'Patient', name: [{ family: 'Medplum', given: ['Via'] }] });
+    expect(created.id).toBeTruthy();
+    const read = await medplum.readResource('Patient', created.id as string);
+    expect(read.name?.[0]?.family).toBe('Medplum');
+    const bundle = await medplum.search('Patient', { family: 'Medplum' });
+    expect(bundle.entry?.map((e: { resource?: { id?: string } }) => e.resource?.id)).toContain(created.id);
+  });
+});

@@ -1,0 +1,99 @@
+// A Cinder app on a test database, with the super administrator bootstrapped and helpers to log in.
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import { buildApp } from '../../src/app.js';
+import { ensureSuperAdmin } from '../../src/auth/bootstrap.js';
+import { loadKeyRing } from '../../src/auth/keys.js';
+import { parseConfig, type Config, type ConfigInput } from '../../src/config/config.js';
+import type { Db } from '../../src/storage/db.js';
+import type { TestDatabase } from './db.js';
+
+export const ADMIN_CLIENT_ID = 'test-admin-client';
+export const ADMIN_CLIENT_SECRET = 'test-admin-secret-0123456789';
+
+export interface TestApp {
+  app: FastifyInstance;
+  db: Db;
+  config: Config;
+  fhir: string;
+  superProjectId: string;
+  /** Access token of the super administrator's ClientApplication. */
+  adminToken: string;
+  request(opts: InjectOptions & { token?: string | null }): Promise<LightMyRequestResponse>;
+  token(clientId: string, secret: string): Promise<string>;
+  /** Creates a project with an admin ClientApplication (and optionally a non-admin one); returns their tokens. */
+  newProject(name?: string): Promise<{ projectId: string; adminToken: string; memberToken: string }>;
+  close(): Promise<void>;
+}
+
+export async function startTestApp(database: TestDatabase, overrides: Partial<ConfigInput> = {}): Promise<TestApp> {
+  const db = await database.open();
+  const config = parseConfig({
+    baseUrl: 'http://cinder.test/',
+    admin: { email: 'admin@example.com', password: 'admin-password-1', clientId: ADMIN_CLIENT_ID, clientSecret: ADMIN_CLIENT_SECRET },
+    logLevel: 'silent',
+    ...overrides,
+  });
+  const boot = await ensureSuperAdmin(db, { clock: () => new Date(), newId: randomUUID, fhirBase: `${config.baseUrl}fhir/R4` }, config.admin);
+  const keys = await loadKeyRing(db);
+  const app = await buildApp({ config, db, keys });
+  const fhir = '/fhir/R4';
+  const request: TestApp['request'] = ({ token, headers, ...rest }) =>
+    app.inject({
+      ...rest,
+      headers: {
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+        ...(rest.payload !== undefined && typeof rest.payload === 'object' ? { 'content-type': 'application/fhir+json' } : {}),
+        ...headers,
+      },
+    });
+  const token = async (clientId: string, secret: string): Promise<string> => {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/oauth2/token',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: new URLSearchParams({ grant_type: 'client_credentials', client_id: clientId, client_secret: secret }).toString(),
+    });
+    if (res.statusCode !== 200) throw new Error(`login failed: ${res.statusCode} ${res.body}`);
+    return (res.json() as { access_token: string }).access_token;
+  };
+  const adminToken = await token(ADMIN_CLIENT_ID, ADMIN_CLIENT_SECRET);
+  const t: TestApp = {
+    app,
+    db,
+    config,
+    fhir,
+    superProjectId: boot.projectId,
+    adminToken,
+    request,
+    token,
+    async newProject(name = `Project ${randomUUID().slice(0, 8)}`) {
+      const post = async (resource: Record<string, unknown>): Promise<Record<string, unknown>> => {
+        const res = await request({ method: 'POST', url: `${fhir}/${resource.resourceType as string}`, token: adminToken, payload: resource });
+        if (res.statusCode !== 201) throw new Error(`create ${resource.resourceType as string} failed: ${res.statusCode} ${res.body}`);
+        return res.json() as Record<string, unknown>;
+      };
+      const project = await post({ resourceType: 'Project', name });
+      const projectId = project.id as string;
+      const client = async (admin: boolean): Promise<string> => {
+        const secret = `secret-${randomUUID()}`;
+        const c = await post({ resourceType: 'ClientApplication', name: `${name} ${admin ? 'admin' : 'member'}`, secret, meta: { project: projectId } });
+        await post({
+          resourceType: 'ProjectMembership',
+          meta: { project: projectId },
+          project: { reference: `Project/${projectId}` },
+          user: { reference: `ClientApplication/${c.id as string}` },
+          profile: { reference: `ClientApplication/${c.id as string}` },
+          admin,
+        });
+        return token(c.id as string, secret);
+      };
+      return { projectId, adminToken: await client(true), memberToken: await client(false) };
+    },
+    async close() {
+      await app.close();
+      await db.close();
+    },
+  };
+  return t;
+}
