@@ -30,7 +30,7 @@ describe.each(testDatabases())('third-party clients on $name', (database) => {
 
   it('fhir-kit-client creates, reads and searches', async () => {
     const client = new Client({ baseUrl: `${base}fhir/R4`, bearerToken: t.adminToken });
-    const created = (await client.create({ resourceType: 'Patient', body: { resourceType: 'Patient', name: [{ family: 'Kit', given: ['Fhir'] }] } })) as { id: string };
+    const created = (await client.create({ resourceType: 'Patient', body: { resourceType: 'Patient', name: [{ family: 'Kit', given: ['Fhir'] }] } })) as unknown as { id: string };
     expect(created.id).toBeTruthy();
     const read = (await client.read({ resourceType: 'Patient', id: created.id })) as unknown as { name: { family: string }[] };
     expect(read.name[0]?.family).toBe('Kit');

@@ -240,7 +240,8 @@ function build(): Definitions {
 
   // Second pass: resolve contentReferences, JSON property names and what each property recurses into.
   for (const node of nodes.values()) {
-    for (const el of node.elements.values()) {
+    for (const info of node.elements.values()) {
+      const el = info as MutableElement;
       let target: StructureNode | undefined;
       if (el.contentReference) {
         target = nodes.get(el.contentReference);

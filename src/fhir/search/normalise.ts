@@ -14,6 +14,13 @@ export type IndexValue =
 /** Longest normalised string kept in an index (btree entries have a size limit); queries truncate alike. */
 export const MAX_NORM = 255;
 
+/** Longest token, uri or reference text kept in an index key; queries truncate alike (a btree row must stay < 2.7 kB). */
+export const MAX_KEY = 256;
+
+export function indexKey(s: string): string {
+  return s.length > MAX_KEY ? s.slice(0, MAX_KEY) : s;
+}
+
 const ASCII = /^[\x20-\x7e]*$/;
 const MARKS = /\p{M}/gu;
 
@@ -39,7 +46,7 @@ export function normaliseReference(ref: string, typeHint?: unknown): IndexValue 
   const parts = referenceParts(ref);
   if (parts) return { t: 'reference', targetType: parts.type, targetId: parts.id, ref: `${parts.type}/${parts.id}` };
   const hint = typeof typeHint === 'string' && isResourceType(typeHint) ? typeHint : null;
-  return { t: 'reference', targetType: hint, targetId: null, ref };
+  return { t: 'reference', targetType: hint, targetId: null, ref: indexKey(ref) };
 }
 
 // ---- dates -------------------------------------------------------------------------------------------------
@@ -197,8 +204,8 @@ function stringValues(type: string, v: unknown, out: string[]): void {
 
 function tokenValues(type: string, v: unknown, out: IndexValue[]): void {
   const tok = (system: unknown, value: unknown, text: unknown): void => {
-    const s = str(system) ?? null;
-    const c = typeof value === 'string' && value.length > 0 ? value : null;
+    const s = str(system) ? indexKey(system as string) : null;
+    const c = typeof value === 'string' && value.length > 0 ? indexKey(value) : null;
     const tx = str(text) ? normaliseString(text as string) : null;
     if (s !== null || c !== null || tx !== null) out.push({ t: 'token', system: s, value: c, text: tx });
   };
@@ -295,7 +302,7 @@ export function toIndexValues(paramType: string, found: readonly { type: string;
         if (typeof v === 'object') quantityValues(type, v, out);
         break;
       case 'uri':
-        if (typeof v === 'string' && v.length > 0) out.push({ t: 'uri', value: v });
+        if (typeof v === 'string' && v.length > 0) out.push({ t: 'uri', value: indexKey(v) });
         break;
     }
   }
@@ -306,7 +313,7 @@ function dedupe(values: IndexValue[]): IndexValue[] {
   if (values.length < 2) return values;
   const seen = new Set<string>();
   return values.filter((v) => {
-    const k = JSON.stringify(v);
+    const k = Object.values(v).join('\u0001');
     if (seen.has(k)) return false;
     seen.add(k);
     return true;

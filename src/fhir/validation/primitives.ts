@@ -108,7 +108,8 @@ const MAX_STRING = 1024 * 1024;
 const INT_MIN = -2147483648;
 const INT_MAX = 2147483647;
 
-function describe(v: unknown): string {
+/** `null`, `an array`, `an object`, `a JSON string`, … for messages. */
+export function describeJson(v: unknown): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'an array';
   return typeof v === 'object' ? 'an object' : `a JSON ${typeof v}`;
@@ -117,7 +118,7 @@ function describe(v: unknown): string {
 function integerCheck(min: number, label: string): PrimitiveCheck {
   return (v) => {
     if (typeof v !== 'number' || !Number.isInteger(v))
-      return `Expected ${label} (a JSON integer), got ${describe(v)}`;
+      return `Expected ${label} (a JSON integer), got ${describeJson(v)}`;
     if (v < min || v > INT_MAX) return `Value ${v} is out of range for ${label}`;
     return undefined;
   };
@@ -125,7 +126,7 @@ function integerCheck(min: number, label: string): PrimitiveCheck {
 
 function stringCheck(type: string, test?: (s: string) => boolean): PrimitiveCheck {
   return (v) => {
-    if (typeof v !== 'string') return `Expected ${type} (a JSON string), got ${describe(v)}`;
+    if (typeof v !== 'string') return `Expected ${type} (a JSON string), got ${describeJson(v)}`;
     if (v.length === 0) return 'Empty string is not allowed';
     if (v.length > MAX_STRING && type !== 'xhtml' && type !== 'base64Binary') {
       return `The ${type} value exceeds 1MB`;
@@ -145,7 +146,7 @@ function buildChecks(): Map<string, PrimitiveCheck> {
     switch (type) {
       case 'boolean':
         checks.set(type, (v) =>
-          typeof v === 'boolean' ? undefined : `Expected boolean, got ${describe(v)}`,
+          typeof v === 'boolean' ? undefined : `Expected boolean, got ${describeJson(v)}`,
         );
         break;
       case 'integer':
@@ -161,7 +162,7 @@ function buildChecks(): Map<string, PrimitiveCheck> {
         checks.set(type, (v) =>
           typeof v === 'number' && Number.isFinite(v)
             ? undefined
-            : `Expected decimal (a JSON number), got ${describe(v)}`,
+            : `Expected decimal (a JSON number), got ${describeJson(v)}`,
         );
         break;
       case 'base64Binary':

@@ -1,4 +1,5 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { KNOWN_BAD_EXAMPLES } from '../../../test/support/known-invalid-examples.js';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -478,39 +479,6 @@ const require = createRequire(import.meta.url);
 const EXAMPLES_DIR = dirname(require.resolve('hl7.fhir.r4.examples/package.json'));
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 const SYNTHEA_DIR = resolve(REPO_ROOT, '../shared/data/synthea-r4');
-
-const missingSearchParameterBase = ["required SearchParameter.base: Missing required element 'base'"];
-const missingIgNameStatus = [
-  "required ImplementationGuide.name: Missing required element 'name'",
-  "required ImplementationGuide.status: Missing required element 'status'",
-];
-
-/**
- * Official R4 examples that are invalid per the R4 spec, with their exact issues. The test asserts that exactly
- * these fail, with exactly these issues.
- */
-const KNOWN_BAD_EXAMPLES: Record<string, string[]> = {
-  // The FHIR core package's own ImplementationGuide has no `name` and no `status` (both 1..1).
-  'ImplementationGuide-fhir.json': missingIgNameStatus,
-  'ig-r4.json': missingIgNameStatus, // same resource, other file name
-  // Extension search parameters generated without `base` (1..*).
-  'SearchParameter-codesystem-extensions-CodeSystem-author.json': missingSearchParameterBase,
-  'SearchParameter-codesystem-extensions-CodeSystem-effective.json': missingSearchParameterBase,
-  'SearchParameter-codesystem-extensions-CodeSystem-end.json': missingSearchParameterBase,
-  'SearchParameter-codesystem-extensions-CodeSystem-keyword.json': missingSearchParameterBase,
-  'SearchParameter-codesystem-extensions-CodeSystem-workflow.json': missingSearchParameterBase,
-  'SearchParameter-valueset-extensions-ValueSet-author.json': missingSearchParameterBase,
-  'SearchParameter-valueset-extensions-ValueSet-effective.json': missingSearchParameterBase,
-  'SearchParameter-valueset-extensions-ValueSet-end.json': missingSearchParameterBase,
-  'SearchParameter-valueset-extensions-ValueSet-keyword.json': missingSearchParameterBase,
-  'SearchParameter-valueset-extensions-ValueSet-workflow.json': missingSearchParameterBase,
-  // The id has 67 characters; an id is at most 64.
-  'SearchParameter-questionnaireresponse-extensions-QuestionnaireResponse-item-subject.json': [
-    "value SearchParameter.id: Invalid id: 'questionnaireresponse-extensions-QuestionnaireResponse-item-subject'",
-  ],
-  // Display-only nested items have no linkId (Questionnaire.item.linkId is 1..1): 32 items.
-  'Questionnaire-qs1.json': Array.from({ length: 32 }, () => "Missing required element 'linkId'"),
-};
 
 describe('validateResource: real data', () => {
   it('accepts every official HL7 R4 example except the known bad ones', () => {

@@ -3,7 +3,7 @@
 // Not checked: invariants (FHIRPath constraints), terminology bindings, profiles, reference targets.
 import { definitions, type Definitions, type JsonChild, type StructureNode } from '../definitions/index.js';
 import { FhirError, type IssueCode, type OperationOutcomeIssue } from '../outcome.js';
-import { primitiveChecks, type PrimitiveCheck } from './primitives.js';
+import { describeJson as describe, primitiveChecks, type PrimitiveCheck } from './primitives.js';
 
 interface Ctx {
   defs: Definitions;
@@ -256,10 +256,4 @@ function validateElementPart(ctx: Ctx, value: unknown, path: string): void {
   }
   const node = ctx.defs.nodes.get(ELEMENT_NODE);
   if (node) validateObject(ctx, node, value, path);
-}
-
-function describe(v: unknown): string {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'an array';
-  return typeof v === 'object' ? 'an object' : `a JSON ${typeof v}`;
 }

@@ -1,0 +1,149 @@
+// npm run bench: loads 10,000 Patients (batch Bundles of 100) and the 88 Synthea transaction Bundles, then measures
+// read by id, search by family and create over loopback with autocannon (10 connections), on the embedded database
+// and on PostgreSQL (when BENCH_DATABASE_URL or the local server is reachable). Figures are medians of 3 runs, with
+// the ratio to /healthcheck (one SELECT 1) measured in the same go as a baseline; peak RSS is the server's VmHWM.
+import { execSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import autocannon from 'autocannon';
+import pg from 'pg';
+import { families, makePatient } from './patients.js';
+import { login, startServer, type RunningServer } from './server.js';
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+const DURATION = Number(process.env.BENCH_DURATION ?? 5);
+const CONNECTIONS = 10;
+const PATIENTS = Number(process.env.BENCH_PATIENTS ?? 10_000);
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)] as number;
+};
+
+interface Row {
+  engine: string;
+  test: string;
+  reqPerSec: number;
+  p50: number;
+  p99: number;
+  ratio?: string;
+  errors: number;
+}
+
+async function loadPatients(base: string, token: string): Promise<{ ids: string[]; perSec: number }> {
+  const ids: string[] = [];
+  const started = performance.now();
+  for (let i = 0; i < PATIENTS; i += 100) {
+    const entry = Array.from({ length: Math.min(100, PATIENTS - i) }, (_, k) => ({ resource: makePatient(i + k), request: { method: 'POST', url: 'Patient' } }));
+    const res = await fetch(`${base}fhir/R4`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
+      body: JSON.stringify({ resourceType: 'Bundle', type: 'batch', entry }),
+    });
+    if (!res.ok) throw new Error(`batch failed ${res.status} ${await res.text()}`);
+    const body = (await res.json()) as { entry: { response: { status: string; location?: string } }[] };
+    for (const e of body.entry) {
+      if (!e.response.status.startsWith('201')) throw new Error(`batch entry failed: ${JSON.stringify(e.response)}`);
+      ids.push((e.response.location as string).split('/')[1] as string);
+    }
+  }
+  return { ids, perSec: PATIENTS / ((performance.now() - started) / 1000) };
+}
+
+async function loadSynthea(base: string, token: string): Promise<{ resources: number; seconds: number }> {
+  const dir = path.resolve('../shared/data/synthea-r4');
+  const files = fs.readdirSync(dir).filter((f) => f.endsWith('.json.gz')).sort();
+  const bodies = files.map((f) => zlib.gunzipSync(fs.readFileSync(path.join(dir, f))).toString('utf8'));
+  let resources = 0;
+  const started = performance.now();
+  for (const body of bodies) {
+    const res = await fetch(`${base}fhir/R4`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' }, body });
+    if (!res.ok) throw new Error(`transaction failed ${res.status} ${(await res.text()).slice(0, 300)}`);
+    resources += ((await res.json()) as { entry: unknown[] }).entry.length;
+  }
+  return { resources, seconds: (performance.now() - started) / 1000 };
+}
+
+async function measure(name: string, opts: Parameters<typeof autocannon>[0]): Promise<Omit<Row, 'engine'>> {
+  const runs = [];
+  for (let i = 0; i < RUNS; i++) runs.push(await autocannon({ connections: CONNECTIONS, duration: DURATION, ...opts }));
+  return {
+    test: name,
+    reqPerSec: Math.round(median(runs.map((r) => r.requests.average))),
+    p50: median(runs.map((r) => r.latency.p50)),
+    p99: median(runs.map((r) => r.latency.p99)),
+    errors: runs.reduce((n, r) => n + r.non2xx + r.errors, 0),
+  };
+}
+
+async function benchEngine(engine: string, server: RunningServer, rows: Row[], notes: string[]): Promise<void> {
+  const base = server.base;
+  const token = await login(base);
+  const auth = { authorization: `Bearer ${token}` };
+  const loaded = await loadPatients(base, token);
+  notes.push(`${engine}: loaded ${PATIENTS} Patients in batch Bundles of 100 at ${Math.round(loaded.perSec)} resources/s`);
+  const synthea = await loadSynthea(base, token);
+  notes.push(`${engine}: loaded 88 Synthea transaction Bundles (${synthea.resources} resources) in ${synthea.seconds.toFixed(1)} s = ${Math.round(synthea.resources / synthea.seconds)} resources/s`);
+  const ids = loaded.ids;
+  let n = 0;
+  const fams = families();
+  const baseline = await measure('healthcheck (baseline)', { url: `${base}healthcheck` });
+  const tests = [
+    await measure('read Patient by id', { url: base, headers: auth, requests: [{ method: 'GET', setupRequest: (r) => ({ ...r, path: `/fhir/R4/Patient/${ids[n++ % ids.length]}` }) }] }),
+    await measure('search Patient?family=&_count=20', { url: base, headers: auth, requests: [{ method: 'GET', setupRequest: (r) => ({ ...r, path: `/fhir/R4/Patient?family=${encodeURIComponent(fams[n++ % fams.length] as string)}&_count=20` }) }] }),
+    await measure('create Patient', { url: base, headers: { ...auth, 'content-type': 'application/fhir+json' }, requests: [{ method: 'POST', path: '/fhir/R4/Patient', setupRequest: (r) => ({ ...r, body: JSON.stringify(makePatient(PATIENTS + n++)) }) }] }),
+  ];
+  rows.push({ engine, ...baseline, ratio: '1.00' });
+  for (const t of tests) rows.push({ engine, ...t, ratio: (t.reqPerSec / baseline.reqPerSec).toFixed(2) });
+  notes.push(`${engine}: server peak RSS ${server.peakRssMb()} MB`);
+}
+
+async function main(): Promise<void> {
+  execSync('npm run build', { stdio: 'inherit' });
+  const rows: Row[] = [];
+  const notes: string[] = [];
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-bench-'));
+  try {
+    const embedded = await startServer({ DATA_DIR: path.join(work, 'data') }, work);
+    try {
+      await benchEngine('pglite', embedded, rows, notes);
+    } finally {
+      await embedded.stop();
+    }
+    const adminUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+    const client = new pg.Client({ connectionString: adminUrl });
+    let pgUrl: string | undefined;
+    try {
+      await client.connect();
+      await client.query('DROP DATABASE IF EXISTS cinder_bench WITH (FORCE)');
+      await client.query('CREATE DATABASE cinder_bench');
+      const u = new URL(adminUrl);
+      u.pathname = '/cinder_bench';
+      pgUrl = u.toString();
+    } catch (err) {
+      notes.push(`PostgreSQL not benchmarked: ${(err as Error).message}`);
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+    if (pgUrl) {
+      const server = await startServer({ DATABASE_URL: pgUrl }, work);
+      try {
+        await benchEngine('postgres', server, rows, notes);
+      } finally {
+        await server.stop();
+      }
+    }
+  } finally {
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+  console.log(`\nCinder benchmark: ${CONNECTIONS} connections, ${RUNS} runs of ${DURATION} s each (medians), ${os.cpus().length} CPUs, Node ${process.version}\n`);
+  console.table(rows.map((r) => ({ engine: r.engine, test: r.test, 'req/s': r.reqPerSec, 'p50 ms': r.p50, 'p99 ms': r.p99, 'x baseline': r.ratio, 'non-2xx/errors': r.errors })));
+  for (const n of notes) console.log(`- ${n}`);
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,70 @@
+// Starts a built Cinder server as its own process (so its RSS is its own) and stops it.
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+
+export const ADMIN = { clientId: 'bench-admin', clientSecret: 'bench-admin-secret-0123456789' };
+
+export interface RunningServer {
+  base: string;
+  pid: number;
+  child: ChildProcess;
+  peakRssMb(): number;
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export async function startServer(env: Record<string, string>, workDir: string): Promise<RunningServer> {
+  const port = await freePort();
+  const configFile = path.join(workDir, 'cinder.json');
+  fs.writeFileSync(configFile, JSON.stringify({ admin: ADMIN, logLevel: 'warn' }));
+  const child = spawn(process.execPath, [path.resolve('dist/main.js')], {
+    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', CINDER_CONFIG: configFile },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const base = `http://127.0.0.1:${port}/`;
+  for (let i = 0; ; i++) {
+    if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}`);
+    try {
+      if ((await fetch(`${base}healthcheck`)).ok) break;
+    } catch {
+      // not yet listening
+    }
+    if (i > 600) throw new Error('server did not start');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    base,
+    pid: child.pid as number,
+    child,
+    peakRssMb() {
+      const status = fs.readFileSync(`/proc/${child.pid}/status`, 'utf8');
+      const kb = Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0);
+      return Math.round(kb / 1024);
+    },
+    async stop() {
+      child.kill('SIGTERM');
+      await new Promise((r) => (child.exitCode !== null ? r(null) : child.on('exit', r)));
+    },
+  };
+}
+
+export async function login(base: string): Promise<string> {
+  const res = await fetch(`${base}oauth2/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ grant_type: 'client_credentials', client_id: ADMIN.clientId, client_secret: ADMIN.clientSecret }),
+  });
+  if (!res.ok) throw new Error(`login failed ${res.status}`);
+  return ((await res.json()) as { access_token: string }).access_token;
+}

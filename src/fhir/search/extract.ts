@@ -1,0 +1,149 @@
+// Index values of a resource for a search parameter: the fast path evaluator where the expression allows it,
+// HL7's fhirpath engine otherwise. https://hl7.org/fhir/R4/search.html#table
+import fhirpath from 'fhirpath';
+import r4 from 'fhirpath/fhir-context/r4';
+import type { Resource } from '../types.js';
+import { compileFastPart, type Evaluator, type TypedValue } from './fast-path.js';
+import { normaliseString, referenceParts, toIndexValues, type IndexValue } from './normalise.js';
+import { searchParamsOf, splitUnion, type SearchParamInfo } from './registry.js';
+
+export type { IndexValue, TypedValue, Evaluator };
+
+/** The resources-table columns that stand in for these parameters; they get no index rows. */
+export const COLUMN_PARAMS = new Set(['_id', '_lastUpdated']);
+
+export const INDEXED_TYPES = new Set(['string', 'token', 'reference', 'date', 'number', 'quantity', 'uri']);
+
+// `resolve()` without a server: a Reference resolves to a stub of the type its reference names, which is what
+// `.where(resolve() is Patient)` needs (https://hl7.org/fhir/R4/search.html#reference).
+interface ResNode {
+  data?: { reference?: unknown };
+  constructor: { makeResNode(...args: unknown[]): unknown };
+}
+const resolveStub = {
+  internalStructures: true,
+  fn(this: unknown, inputs: ResNode[]): unknown[] {
+    const out: unknown[] = [];
+    for (const n of inputs) {
+      const ref = n?.data?.reference;
+      const parts = typeof ref === 'string' ? referenceParts(ref) : undefined;
+      if (parts) {
+        const stub = { resourceType: parts.type, id: parts.id };
+        out.push(n.constructor.makeResNode(this, stub, null, parts.type, null, parts.type));
+      }
+    }
+    return out;
+  },
+  arity: { 0: [] },
+};
+
+const OPTIONS = { resolveInternalTypes: false, userInvocationTable: { resolve: resolveStub } } as const;
+
+const fhirpathCache = new Map<string, Evaluator>();
+
+function systemTypeName(t: string | undefined): string {
+  if (!t) return 'Object';
+  const dot = t.indexOf('.');
+  const name = dot >= 0 ? t.slice(dot + 1) : t;
+  if (t.startsWith('System.')) {
+    if (name === 'String') return 'string';
+    if (name === 'Object' || name === 'Quantity') return name;
+    return name.charAt(0).toLowerCase() + name.slice(1);
+  }
+  return name;
+}
+
+/**
+ * R4 writes `(Observation.component.value as Quantity)`, but FHIRPath's `as` yields nothing (or fails) on more than
+ * one value, so a resource with two components would index none. R5 rewrote these expressions with `ofType`,
+ * which is what they mean; we evaluate them that way.
+ */
+export function withOfType(expression: string): string {
+  return expression.replace(/\(([^()]+) as ([A-Za-z]+)\)/g, '($1.ofType($2))');
+}
+
+/** Evaluates `expression` with HL7's fhirpath engine (R4 model), compiled once per expression. */
+export function fhirpathEvaluator(expression: string): Evaluator {
+  let ev = fhirpathCache.get(expression);
+  if (ev) return ev;
+  const compiled = fhirpath.compile(withOfType(expression), r4, OPTIONS as never) as unknown as (
+    r: unknown,
+  ) => unknown[];
+  ev = (resource) => {
+    let raw: unknown[];
+    try {
+      raw = compiled(resource);
+    } catch {
+      return []; // e.g. `as` over several values: such a resource contributes no values
+    }
+    const out: TypedValue[] = [];
+    for (const item of raw) {
+      const value = (fhirpath.resolveInternalTypes([item]) as unknown[])[0];
+      if (value === undefined || value === null) continue;
+      out.push({ type: systemTypeName(fhirpath.types([item])[0]), value });
+    }
+    return out;
+  };
+  fhirpathCache.set(expression, ev);
+  return ev;
+}
+
+export interface CompiledParam {
+  param: SearchParamInfo;
+  /** True when every union part runs on the fast path. */
+  fast: boolean;
+  evaluate: Evaluator;
+}
+
+function compile(resourceType: string, param: SearchParamInfo): CompiledParam {
+  const parts = splitUnion(param.expression);
+  const fastParts = parts.map((p) => compileFastPart(p, resourceType));
+  const fast = fastParts.every((f) => f !== undefined);
+  if (fast) {
+    const evs = fastParts as Evaluator[];
+    const evaluate: Evaluator = evs.length === 1 ? (evs[0] as Evaluator) : (r) => evs.flatMap((e) => e(r));
+    return { param, fast, evaluate };
+  }
+  return { param, fast, evaluate: fhirpathEvaluator(param.expression) };
+}
+
+const compiledCache = new Map<string, CompiledParam[]>();
+
+/** The parameters of `resourceType` that get index rows, compiled. */
+export function indexedParamsOf(resourceType: string): CompiledParam[] {
+  let list = compiledCache.get(resourceType);
+  if (!list) {
+    list = searchParamsOf(resourceType)
+      .filter((p) => INDEXED_TYPES.has(p.type) && !COLUMN_PARAMS.has(p.code))
+      .map((p) => compile(resourceType, p));
+    compiledCache.set(resourceType, list);
+  }
+  return list;
+}
+
+/** The fast path evaluator of a parameter, or undefined when it needs fhirpath (exported for the equality test). */
+export function fastEvaluator(resourceType: string, param: SearchParamInfo): Evaluator | undefined {
+  const c = compile(resourceType, param);
+  return c.fast ? c.evaluate : undefined;
+}
+
+/** Index values of one parameter for one resource. */
+export function extractValues(resource: Resource, param: SearchParamInfo): IndexValue[] {
+  const c = indexedParamsOf(resource.resourceType).find((x) => x.param.code === param.code);
+  const evaluate = c?.evaluate ?? compile(resource.resourceType, param).evaluate;
+  return toIndexValues(param.type, evaluate(resource as Record<string, unknown>));
+}
+
+/** Index values of every indexed parameter of a resource, by parameter code. */
+export function extractAll(resource: Resource): { code: string; values: IndexValue[] }[] {
+  const out: { code: string; values: IndexValue[] }[] = [];
+  for (const c of indexedParamsOf(resource.resourceType)) {
+    const found = c.evaluate(resource as Record<string, unknown>);
+    if (found.length === 0) continue;
+    const values = toIndexValues(c.param.type, found);
+    if (values.length > 0) out.push({ code: c.param.code, values });
+  }
+  return out;
+}
+
+export { normaliseString };
