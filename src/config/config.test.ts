@@ -1,0 +1,61 @@
+// Configuration (API.md §1): defaults, file + env overrides, one clear line naming a bad key.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, parseConfig } from './config.js';
+
+describe('configuration', () => {
+  it('has the documented defaults', () => {
+    const c = parseConfig({});
+    expect(c).toMatchObject({ port: 8103, host: '0.0.0.0', baseUrl: 'http://localhost:8103/', dataDir: './data', accessTokenLifetime: 3600, externalAuthProviders: [] });
+    expect(c.admin.email).toBe('admin@example.com');
+    expect(c.databaseUrl).toBeUndefined();
+    expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  it('adds the trailing slash to baseUrl and derives it from the port', () => {
+    expect(parseConfig({ port: 9000 }).baseUrl).toBe('http://localhost:9000/');
+    expect(parseConfig({ baseUrl: 'https://fhir.example.org/base' }).baseUrl).toBe('https://fhir.example.org/base/');
+  });
+
+  it('reads --config and CINDER_CONFIG, and lets env override single keys', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-config-'));
+    const file = path.join(dir, 'c.json');
+    fs.writeFileSync(file, JSON.stringify({ port: 7000, dataDir: '/tmp/x', accessTokenLifetime: 600 }));
+    expect(loadConfig(['--config', file], {}).port).toBe(7000);
+    expect(loadConfig([], { CINDER_CONFIG: file }).accessTokenLifetime).toBe(600);
+    const c = loadConfig(['--config', file], { PORT: '7001', DATABASE_URL: 'postgres://u@h/db', REDIS_URL: 'redis://h:6379' });
+    expect(c).toMatchObject({ port: 7001, dataDir: '/tmp/x', databaseUrl: 'postgres://u@h/db', redisUrl: 'redis://h:6379' });
+    fs.rmSync(dir, { recursive: true });
+  });
+
+  it.each([
+    [{ port: 'abc' }, /^Invalid configuration: port: /],
+    [{ port: 70000 }, /^Invalid configuration: port: /],
+    [{ databaseUrl: 'mysql://x' }, /^Invalid configuration: databaseUrl: /],
+    [{ externalAuthProviders: [{ issuer: 'https://a', userInfoUrl: 'ftp://x' }] }, /^Invalid configuration: externalAuthProviders\.0\.userInfoUrl: /],
+    [{ externalAuthProviders: [{ issuer: 'https://a', userInfoUrl: 'https://a/u' }, { issuer: 'https://a', userInfoUrl: 'https://b/u' }] }, /^Invalid configuration: externalAuthProviders\.1\.issuer: duplicate/],
+    [{ admin: { clientId: 'has space' } }, /^Invalid configuration: admin\.clientId: /],
+    [{ unknownKey: 1 }, /^Invalid configuration: /],
+  ])('rejects %j with one line naming the key', (input, message) => {
+    let err: unknown;
+    try {
+      parseConfig(input);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as Error).message).toMatch(message);
+    expect((err as Error).message).not.toContain('\n');
+  });
+
+  it('names an unreadable or malformed file', () => {
+    expect(() => loadConfig(['--config', '/nonexistent/c.json'], {})).toThrow(/Cannot read configuration file/);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-config-'));
+    const file = path.join(dir, 'bad.json');
+    fs.writeFileSync(file, '{ nope');
+    expect(() => loadConfig(['--config', file], {})).toThrow(/not valid JSON/);
+    fs.rmSync(dir, { recursive: true });
+  });
+});

@@ -1,0 +1,83 @@
+// The parsed form of a FHIR search (https://hl7.org/fhir/R4/search.html): what parse.ts produces from a query
+// string and sql.ts turns into SQL.
+import type { SearchParamType } from './registry.js';
+
+export type Prefix = 'eq' | 'ne' | 'gt' | 'lt' | 'ge' | 'le' | 'sa' | 'eb' | 'ap';
+
+export type FilterValue =
+  /** string: the raw text; sql.ts normalises it. */
+  | { kind: 'string'; value: string }
+  /** token: `system` undefined = any system, '' = no system (`|code`); `code` undefined = any code (`system|`). */
+  | { kind: 'token'; system?: string; code?: string }
+  /** token `:text`. */
+  | { kind: 'text'; value: string }
+  /** reference: any of these normalised references (`Patient/1`, `urn:uuid:...`, an absolute URL). */
+  | { kind: 'reference'; refs: string[] }
+  /** reference given as a bare id on a parameter with no declared targets: any type. */
+  | { kind: 'reference-id'; id: string }
+  /** date: the value's range [low, high) as ISO instants. */
+  | { kind: 'date'; prefix: Prefix; low: string; high: string }
+  /** number or quantity: the value, its implicit-precision range [low, high) and the ±10% range of `ap`. */
+  | {
+      kind: 'number';
+      prefix: Prefix;
+      value: string;
+      low: string;
+      high: string;
+      apLow: string;
+      apHigh: string;
+      /** quantity only: undefined = any system; the unit code (matched against code or unit). */
+      system?: string;
+      unit?: string;
+    }
+  | { kind: 'uri'; value: string };
+
+export type Modifier = 'exact' | 'contains' | 'missing' | 'not' | 'text' | 'above' | 'below';
+
+export interface SearchFilter {
+  /** The parameter code (`family`, `_id`, `subject`). */
+  code: string;
+  type: SearchParamType;
+  /** `_id` and `_lastUpdated` test resources-table columns; everything else the index tables. */
+  column?: 'id' | 'last_updated';
+  modifier?: Modifier;
+  /** `:missing=true|false`. */
+  missing?: boolean;
+  /** OR'ed values (comma-separated in the query). */
+  values: FilterValue[];
+  /** Chained search (`subject:Patient.name=x`): `code` is the reference parameter, `filter` applies to its target. */
+  chain?: { targetType: string; filter: SearchFilter };
+}
+
+export interface SortKey {
+  /** A search parameter code, or `_id` / `_lastUpdated`. */
+  code: string;
+  type: SearchParamType;
+  descending: boolean;
+}
+
+export interface IncludeSpec {
+  /** The resource type holding the reference. */
+  sourceType: string;
+  /** The reference parameter, or '*' for every reference parameter of sourceType (`_include=*`). */
+  code: string;
+  /** Only references to this type. */
+  targetType?: string;
+}
+
+export interface SearchRequest {
+  resourceType: string;
+  /** AND'ed. */
+  filters: SearchFilter[];
+  sort: SortKey[];
+  /** Page size, 0..1000 (default 20). */
+  count: number;
+  total?: 'none' | 'estimate' | 'accurate';
+  summary?: 'true' | 'false' | 'text' | 'data' | 'count';
+  /** `_elements`: top-level element names; the caller applies them with applyElements(). */
+  elements?: string[];
+  include: IncludeSpec[];
+  revinclude: IncludeSpec[];
+  /** Decoded `_cursor`: the sort key values (as text) and rid of the last row of the previous page. */
+  cursor?: { keys: (string | null)[]; rid: number };
+}
