@@ -54,10 +54,19 @@ export function normaliseReference(ref: string, typeHint?: unknown): IndexValue 
 const DATE =
   /^(\d{4})(?:-(\d{2})(?:-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+-]\d{2}:\d{2})?)?)?)?$/;
 
+/** Date.UTC for any year (Date.UTC maps 0-99 to 1900-1999): computed 2000 years later, as the calendar repeats every 400. */
 function utc(y: number, mo: number, d: number, h = 0, mi = 0, s = 0, ms = 0): Date {
-  const date = new Date(Date.UTC(2000, mo, d, h, mi, s, ms));
-  date.setUTCFullYear(y);
+  const date = new Date(Date.UTC(y + 2000, mo, d, h, mi, s, ms));
+  date.setUTCFullYear(date.getUTCFullYear() - 2000);
   return date;
+}
+
+/** ISO text PostgreSQL reads; past year 9999 (the end of 9999-12-31, or a time zone shift) is open-ended. */
+function iso(d: Date): string {
+  const y = d.getUTCFullYear();
+  if (y > 9999) return 'infinity';
+  if (y < 1) return '-infinity';
+  return d.toISOString();
 }
 
 /**
@@ -76,7 +85,7 @@ export function dateRange(s: string): { low: string; high: string } | undefined 
     const low = utc(y, mo, d);
     if (low.getUTCDate() !== d) return undefined; // 2021-02-30
     const high = m[3] ? utc(y, mo, d + 1) : m[2] ? utc(y, mo + 1, 1) : utc(y + 1, 0, 1);
-    return { low: low.toISOString(), high: high.toISOString() };
+    return { low: low.toISOString(), high: iso(high) };
   }
   const h = Number(m[4]);
   const mi = Number(m[5]);
@@ -93,7 +102,7 @@ export function dateRange(s: string): { low: string; high: string } | undefined 
   const low = utc(y, mo, d, h, mi - offsetMin, sec, ms);
   if (Number.isNaN(low.getTime())) return undefined;
   const step = m[6] === undefined ? 60_000 : frac.length === 0 ? 1000 : frac.length === 1 ? 100 : frac.length === 2 ? 10 : 1;
-  return { low: low.toISOString(), high: new Date(low.getTime() + step).toISOString() };
+  return { low: iso(low), high: iso(new Date(low.getTime() + step)) };
 }
 
 // ---- decimals ----------------------------------------------------------------------------------------------

@@ -1,0 +1,326 @@
+// Query parameters → SearchRequest, pure. https://hl7.org/fhir/R4/search.html
+// Repeated parameters are AND'ed, comma-separated values OR'ed; `\,` `\|` `\$` `\\` escape.
+import { FhirError } from '../outcome.js';
+import { decodeCursor } from './cursor.js';
+import { isResourceType } from './model.js';
+import { dateRange, decimalRange, indexKey, normaliseReference, referenceParts } from './normalise.js';
+import { getSearchParam, type SearchParamInfo } from './registry.js';
+import type { FilterValue, IncludeSpec, Modifier, Prefix, SearchFilter, SearchRequest, SortKey } from './request.js';
+
+export type { SearchRequest, SearchFilter, FilterValue, SortKey, IncludeSpec, Prefix, Modifier };
+
+export const DEFAULT_COUNT = 20;
+export const MAX_COUNT = 1000;
+
+/** Result parameters that do not filter and are handled elsewhere (or have no effect on the result). */
+const IGNORED = new Set(['_format', '_pretty']);
+
+const bad = (message: string, code: string): FhirError => new FhirError('invalid', message, `search.${code}`);
+
+const MODIFIERS: Record<string, readonly string[]> = {
+  string: ['exact', 'contains', 'missing'],
+  token: ['not', 'text', 'missing'],
+  reference: ['missing'],
+  date: ['missing'],
+  number: ['missing'],
+  quantity: ['missing'],
+  uri: ['missing', 'above', 'below'],
+};
+
+const PREFIXES = new Set(['eq', 'ne', 'gt', 'lt', 'ge', 'le', 'sa', 'eb', 'ap']);
+
+/** Splits on `sep` where it is not escaped by a backslash; parts keep their escapes. */
+function splitEscaped(s: string, sep: string, limit = Infinity): string[] {
+  const out: string[] = [];
+  let cur = '';
+  for (let i = 0; i < s.length; i++) {
+    const c = s[i] as string;
+    if (c === '\\' && i + 1 < s.length) {
+      cur += c + s[i + 1];
+      i++;
+    } else if (c === sep && out.length < limit - 1) {
+      out.push(cur);
+      cur = '';
+    } else cur += c;
+  }
+  out.push(cur);
+  return out;
+}
+
+function unescape(s: string): string {
+  return s.replace(/\\([,|$\\])/g, '$1');
+}
+
+function asList(v: string | string[] | undefined): string[] {
+  if (v === undefined) return [];
+  return Array.isArray(v) ? v : [v];
+}
+
+export interface ParseOptions {
+  /** Parameters the caller handles itself (e.g. `_fields` of $csv). */
+  ignore?: readonly string[];
+}
+
+export function parseSearchRequest(
+  resourceType: string,
+  query: Record<string, string | string[] | undefined>,
+  opts: ParseOptions = {},
+): SearchRequest {
+  if (!isResourceType(resourceType)) throw bad(`Unknown resource type '${resourceType}'`, 'unknown-type');
+  const req: SearchRequest = { resourceType, filters: [], sort: [], count: DEFAULT_COUNT, include: [], revinclude: [] };
+  let cursorText: string | undefined;
+  for (const [key, raw] of Object.entries(query)) {
+    const list = asList(raw);
+    if (list.length === 0 || IGNORED.has(key) || opts.ignore?.includes(key)) continue;
+    const last = list[list.length - 1] as string;
+    switch (key) {
+      case '_count':
+        req.count = parseCount(last);
+        continue;
+      case '_sort':
+        req.sort = parseSort(resourceType, last);
+        continue;
+      case '_total':
+        if (last !== 'none' && last !== 'estimate' && last !== 'accurate') {
+          throw bad(`Invalid _total '${last}': expected none, estimate or accurate`, 'bad-total');
+        }
+        req.total = last;
+        continue;
+      case '_summary':
+        if (!['true', 'false', 'text', 'data', 'count'].includes(last)) {
+          throw bad(`Invalid _summary '${last}': expected true, false, text, data or count`, 'bad-summary');
+        }
+        req.summary = last as SearchRequest['summary'];
+        continue;
+      case '_elements':
+        req.elements = parseElements(resourceType, list);
+        continue;
+      case '_cursor':
+        cursorText = last;
+        continue;
+      case '_include':
+      case '_include:iterate':
+        for (const v of list) req.include.push(...parseInclude(resourceType, v, false));
+        continue;
+      case '_revinclude':
+      case '_revinclude:iterate':
+        for (const v of list) req.revinclude.push(...parseInclude(resourceType, v, true));
+        continue;
+    }
+    for (const value of list) {
+      if (value === '') continue; // an empty value does not constrain (https://hl7.org/fhir/R4/search.html#errors)
+      req.filters.push(parseFilter(resourceType, key, value, true));
+    }
+  }
+  if (cursorText) req.cursor = decodeCursor(cursorText, Math.max(1, req.sort.length));
+  return req;
+}
+
+function parseCount(v: string): number {
+  if (!/^\d+$/.test(v)) throw bad(`Invalid _count '${v}': expected a non-negative integer`, 'bad-count');
+  return Math.min(Number(v), MAX_COUNT);
+}
+
+function parseSort(resourceType: string, v: string): SortKey[] {
+  const keys: SortKey[] = [];
+  for (const raw of v.split(',')) {
+    const s = raw.trim();
+    if (!s) continue;
+    const descending = s.startsWith('-');
+    const code = descending ? s.slice(1) : s;
+    const p = getSearchParam(resourceType, code);
+    if (!p || p.type === 'composite' || p.type === 'special') {
+      throw bad(`Invalid _sort: '${code}' is not a sortable search parameter of ${resourceType}`, 'bad-sort');
+    }
+    keys.push({ code, type: p.type, descending });
+  }
+  return keys;
+}
+
+function parseElements(resourceType: string, list: string[]): string[] {
+  const out: string[] = [];
+  for (const v of list) {
+    for (const raw of v.split(',')) {
+      let e = raw.trim();
+      if (!e) continue;
+      if (e.startsWith(`${resourceType}.`)) e = e.slice(resourceType.length + 1);
+      if (!/^[A-Za-z][A-Za-z0-9]*$/.test(e)) throw bad(`Invalid _elements entry '${raw}'`, 'bad-elements');
+      if (!out.includes(e)) out.push(e);
+    }
+  }
+  return out;
+}
+
+function parseInclude(resourceType: string, v: string, reverse: boolean): IncludeSpec[] {
+  const what = reverse ? '_revinclude' : '_include';
+  if (v === '*') {
+    if (reverse) throw bad('_revinclude=* is not supported', 'bad-include');
+    return [{ sourceType: resourceType, code: '*' }];
+  }
+  const [source, code, target, extra] = v.split(':');
+  if (!source || !code || extra !== undefined || !isResourceType(source)) {
+    throw bad(`Invalid ${what} '${v}': expected SourceType:parameter[:TargetType]`, 'bad-include');
+  }
+  if (code !== '*') {
+    const p = getSearchParam(source, code);
+    if (!p || p.type !== 'reference') {
+      throw bad(`Invalid ${what} '${v}': '${code}' is not a reference parameter of ${source}`, 'bad-include');
+    }
+  }
+  if (target !== undefined && !isResourceType(target)) {
+    throw bad(`Invalid ${what} '${v}': unknown target type '${target}'`, 'bad-include');
+  }
+  return [{ sourceType: source, code, ...(target ? { targetType: target } : {}) }];
+}
+
+/** One `key=value` filter. */
+function parseFilter(resourceType: string, key: string, value: string, allowChain: boolean): SearchFilter {
+  const dot = key.indexOf('.');
+  if (dot > 0) {
+    if (!allowChain) throw bad(`Invalid parameter '${key}': only one level of chaining is supported`, 'chain-depth');
+    return parseChain(resourceType, key.slice(0, dot), key.slice(dot + 1), value);
+  }
+  const colon = key.indexOf(':');
+  const code = colon >= 0 ? key.slice(0, colon) : key;
+  const modifier = colon >= 0 ? key.slice(colon + 1) : undefined;
+  const param = lookup(resourceType, code);
+  if (param.type === 'composite' || param.type === 'special') {
+    throw new FhirError('not-supported', `Search parameter '${code}' (${param.type}) is not supported`, 'search.unsupported-param');
+  }
+  const filter: SearchFilter = { code, type: param.type, values: [] };
+  if (code === '_id') filter.column = 'id';
+  if (code === '_lastUpdated') filter.column = 'last_updated';
+
+  let refType: string | undefined;
+  if (modifier !== undefined) {
+    if (param.type === 'reference' && isResourceType(modifier)) {
+      if (param.targets.length > 0 && !param.targets.includes(modifier)) {
+        throw bad(`Invalid modifier ':${modifier}' on '${code}': it cannot refer to ${modifier}`, 'bad-modifier');
+      }
+      refType = modifier;
+    } else if (!(MODIFIERS[param.type] ?? []).includes(modifier) || (filter.column && modifier !== 'not')) {
+      throw bad(`Unknown or unsupported modifier ':${modifier}' on parameter '${code}'`, 'bad-modifier');
+    } else filter.modifier = modifier as Modifier;
+  }
+  if (filter.modifier === 'missing') {
+    if (value !== 'true' && value !== 'false') {
+      throw bad(`Invalid value for '${key}': expected true or false`, 'bad-missing');
+    }
+    filter.missing = value === 'true';
+    return filter;
+  }
+  for (const piece of splitEscaped(value, ',')) {
+    if (piece === '') continue;
+    filter.values.push(parseValue(param, key, piece, filter.modifier, refType));
+  }
+  if (filter.values.length === 0) throw bad(`Missing value for '${key}'`, 'empty-value');
+  return filter;
+}
+
+function lookup(resourceType: string, code: string): SearchParamInfo {
+  const param = getSearchParam(resourceType, code);
+  if (!param) throw bad(`Unknown search parameter '${code}' for resource type ${resourceType}`, 'unknown-param');
+  return param;
+}
+
+function parseChain(resourceType: string, head: string, rest: string, value: string): SearchFilter {
+  if (rest.includes('.')) {
+    throw bad(`Invalid parameter '${head}.${rest}': only one level of chaining is supported`, 'chain-depth');
+  }
+  const [code, typeModifier, extra] = head.split(':');
+  const param = lookup(resourceType, code as string);
+  if (param.type !== 'reference' || extra !== undefined) {
+    throw bad(`Invalid chained parameter '${head}.${rest}': '${code}' is not a reference parameter`, 'bad-chain');
+  }
+  let targetType = typeModifier;
+  if (targetType !== undefined) {
+    if (!isResourceType(targetType) || (param.targets.length > 0 && !param.targets.includes(targetType))) {
+      throw bad(`Invalid chained parameter '${head}.${rest}': bad target type '${targetType}'`, 'bad-chain');
+    }
+  } else {
+    const innerCode = rest.split(':')[0] as string;
+    const candidates = param.targets.filter((t) => getSearchParam(t, innerCode));
+    if (candidates.length !== 1) {
+      throw bad(
+        `Ambiguous chained parameter '${head}.${rest}': write '${code}:Type.${rest}' with one of ${candidates.join(', ') || param.targets.join(', ')}`,
+        'ambiguous-chain',
+      );
+    }
+    targetType = candidates[0] as string;
+  }
+  const inner = parseFilter(targetType, rest, value, false);
+  return { code: code as string, type: 'reference', values: [], chain: { targetType, filter: inner } };
+}
+
+function parseValue(
+  param: SearchParamInfo,
+  key: string,
+  piece: string,
+  modifier: Modifier | undefined,
+  refType: string | undefined,
+): FilterValue {
+  switch (param.type) {
+    case 'string':
+      return { kind: 'string', value: unescape(piece) };
+    case 'uri':
+      return { kind: 'uri', value: indexKey(unescape(piece)) };
+    case 'token': {
+      if (modifier === 'text') return { kind: 'text', value: unescape(piece) };
+      const parts = splitEscaped(piece, '|', 2).map(unescape);
+      if (parts.length === 1) return { kind: 'token', code: indexKey(parts[0] as string) };
+      const [system, code] = parts as [string, string];
+      return {
+        kind: 'token',
+        system: indexKey(system),
+        ...(code !== '' ? { code: indexKey(code) } : {}),
+      };
+    }
+    case 'reference':
+      return parseReferenceValue(param, key, unescape(piece), refType);
+    case 'date':
+      return parseDateValue(key, piece);
+    case 'number':
+    case 'quantity':
+      return parseNumberValue(param.type, key, piece);
+    default:
+      throw bad(`Search parameter '${param.code}' cannot be searched`, 'unsupported-param');
+  }
+}
+
+function parseReferenceValue(param: SearchParamInfo, key: string, v: string, refType?: string): FilterValue {
+  if (!v.includes('/') && !v.includes(':')) {
+    if (!/^[A-Za-z0-9\-.]{1,64}$/.test(v)) throw bad(`Invalid reference '${v}' for '${key}'`, 'bad-reference');
+    const types = refType ? [refType] : param.targets;
+    if (types.length === 0) return { kind: 'reference-id', id: v };
+    return { kind: 'reference', refs: types.map((t) => `${t}/${v}`) };
+  }
+  const parts = referenceParts(v);
+  if (refType && parts && parts.type !== refType) return { kind: 'reference', refs: [] };
+  const norm = normaliseReference(v);
+  if (!norm || norm.t !== 'reference') throw bad(`Invalid reference '${v}' for '${key}'`, 'bad-reference');
+  return { kind: 'reference', refs: [norm.ref] };
+}
+
+function splitPrefix(piece: string): { prefix: Prefix; rest: string } {
+  const p = piece.slice(0, 2);
+  if (PREFIXES.has(p) && /^[a-z]{2}[^a-z]/.test(piece)) return { prefix: p as Prefix, rest: piece.slice(2) };
+  return { prefix: 'eq', rest: piece };
+}
+
+function parseDateValue(key: string, piece: string): FilterValue {
+  const { prefix, rest } = splitPrefix(piece);
+  // A `+` of a time zone arrives as a space when the client did not percent-encode it.
+  const range = dateRange(rest) ?? dateRange(rest.replace(/ /g, '+'));
+  if (!range) throw bad(`Invalid date '${piece}' for '${key}'`, 'bad-date');
+  return { kind: 'date', prefix, ...range };
+}
+
+function parseNumberValue(type: 'number' | 'quantity', key: string, piece: string): FilterValue {
+  const { prefix, rest } = splitPrefix(piece);
+  const parts = type === 'quantity' ? splitEscaped(rest, '|', 3).map(unescape) : [rest];
+  const range = decimalRange(parts[0] as string);
+  if (!range) throw bad(`Invalid number '${piece}' for '${key}'`, 'bad-number');
+  const system = parts[1] || undefined;
+  const unit = parts[2] || undefined;
+  return { kind: 'number', prefix, ...range, ...(system ? { system } : {}), ...(unit ? { unit } : {}) };
+}

@@ -1,0 +1,332 @@
+// SearchRequest → SQL, pure. Every value is a bind parameter; only table/column names chosen here appear as text.
+// Matching rules: https://hl7.org/fhir/R4/search.html (string prefix, token forms, date ranges and prefixes, ...).
+import type { AccessScope } from '../types.js';
+import { normaliseString } from './normalise.js';
+import type { FilterValue, IncludeSpec, Prefix, SearchFilter, SearchRequest, SortKey } from './request.js';
+
+export interface SqlQuery {
+  text: string;
+  values: unknown[];
+}
+
+const TABLE: Record<string, string> = {
+  string: 'sp_string',
+  token: 'sp_token',
+  reference: 'sp_reference',
+  date: 'sp_date',
+  number: 'sp_number',
+  quantity: 'sp_quantity',
+  uri: 'sp_uri',
+};
+
+class Builder {
+  readonly values: unknown[] = [];
+  private aliases = 0;
+
+  /** Binds a value; returns its placeholder (with a cast when given). */
+  p(v: unknown, cast?: string): string {
+    this.values.push(v);
+    return cast ? `$${this.values.length}::${cast}` : `$${this.values.length}`;
+  }
+
+  alias(prefix: string): string {
+    return `${prefix}${++this.aliases}`;
+  }
+}
+
+/** `%`, `_` and `\` are LIKE metacharacters; escape them so user text only ever matches itself. */
+export function escapeLike(s: string): string {
+  return s.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
+function or(conds: string[]): string {
+  if (conds.length === 0) return 'FALSE';
+  return conds.length === 1 ? (conds[0] as string) : `(${conds.join(' OR ')})`;
+}
+
+/** Binds a value the first time the condition text uses it (an unused parameter has no type and fails). */
+function lazy(b: Builder, v: unknown, cast: string): { toString(): string } {
+  let placeholder: string | undefined;
+  return { toString: () => (placeholder ??= b.p(v, cast)) };
+}
+
+type Bound = { toString(): string };
+
+/** Conditions on a [low, high) range against a search range [vl, vh) (https://hl7.org/fhir/R4/search.html#prefix). */
+function rangeCondition(prefix: Prefix, low: string, high: string, vl: Bound, vh: Bound): string {
+  switch (prefix) {
+    case 'eq':
+      return `(${low} >= ${vl} AND ${high} <= ${vh})`;
+    case 'ne':
+      return `(${low} < ${vl} OR ${high} > ${vh})`;
+    case 'gt':
+      return `${high} > ${vh}`;
+    case 'lt':
+      return `${low} < ${vl}`;
+    case 'ge':
+      return `(${high} > ${vh} OR (${low} >= ${vl} AND ${high} <= ${vh}))`;
+    case 'le':
+      return `(${low} < ${vl} OR (${low} >= ${vl} AND ${high} <= ${vh}))`;
+    case 'sa':
+      return `${low} >= ${vh}`;
+    case 'eb':
+      return `${high} <= ${vl}`;
+    case 'ap':
+      return `(${low} < ${vh} AND ${high} > ${vl})`;
+  }
+}
+
+/** The same for a single instant column t, read as [t, t]. */
+function pointCondition(prefix: Prefix, t: string, vl: Bound, vh: Bound): string {
+  switch (prefix) {
+    case 'eq':
+    case 'ap':
+      return `(${t} >= ${vl} AND ${t} < ${vh})`;
+    case 'ne':
+      return `(${t} < ${vl} OR ${t} >= ${vh})`;
+    case 'gt':
+    case 'sa':
+      return `${t} >= ${vh}`;
+    case 'lt':
+    case 'eb':
+      return `${t} < ${vl}`;
+    case 'ge':
+      return `${t} >= ${vl}`;
+    case 'le':
+      return `${t} < ${vh}`;
+  }
+}
+
+function numberCondition(v: Extract<FilterValue, { kind: 'number' }>, col: string, b: Builder): string {
+  const n = (x: string): string => b.p(x, 'numeric');
+  switch (v.prefix) {
+    case 'eq':
+      return `(${col} >= ${n(v.low)} AND ${col} < ${n(v.high)})`;
+    case 'ne':
+      return `(${col} < ${n(v.low)} OR ${col} >= ${n(v.high)})`;
+    case 'gt':
+    case 'sa':
+      return `${col} > ${n(v.value)}`;
+    case 'lt':
+    case 'eb':
+      return `${col} < ${n(v.value)}`;
+    case 'ge':
+      return `${col} >= ${n(v.value)}`;
+    case 'le':
+      return `${col} <= ${n(v.value)}`;
+    case 'ap':
+      return `(${col} >= ${n(v.apLow)} AND ${col} <= ${n(v.apHigh)})`;
+  }
+}
+
+function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder): string {
+  switch (v.kind) {
+    case 'string': {
+      const norm = normaliseString(v.value);
+      if (f.modifier === 'exact') return `(${x}.value_norm = ${b.p(norm)} AND ${x}.value_exact = ${b.p(v.value)})`;
+      const pattern = f.modifier === 'contains' ? `%${escapeLike(norm)}%` : `${escapeLike(norm)}%`;
+      return `${x}.value_norm LIKE ${b.p(pattern)}`;
+    }
+    case 'token': {
+      const conds: string[] = [];
+      if (v.system === '') conds.push(`${x}.system IS NULL`);
+      else if (v.system !== undefined) conds.push(`${x}.system = ${b.p(v.system)}`);
+      if (v.code !== undefined) conds.push(`${x}.value = ${b.p(v.code)}`);
+      return conds.length ? `(${conds.join(' AND ')})` : 'TRUE';
+    }
+    case 'text':
+      return `${x}.text_norm LIKE ${b.p(`${escapeLike(normaliseString(v.value))}%`)}`;
+    case 'reference':
+      return v.refs.length ? `${x}.ref = ANY(${b.p(v.refs, 'text[]')})` : 'FALSE';
+    case 'reference-id':
+      return `${x}.target_id = ${b.p(v.id)}`;
+    case 'date':
+      return rangeCondition(v.prefix, `${x}.low`, `${x}.high`, lazy(b, v.low, 'timestamptz'), lazy(b, v.high, 'timestamptz'));
+    case 'number': {
+      const conds = [numberCondition(v, `${x}.value`, b)];
+      if (v.system) conds.push(`${x}.system = ${b.p(v.system)}`);
+      if (v.unit) {
+        const u = b.p(v.unit);
+        conds.push(v.system ? `${x}.unit_code = ${u}` : `(${x}.unit_code = ${u} OR ${x}.unit = ${u})`);
+      }
+      return `(${conds.join(' AND ')})`;
+    }
+    case 'uri':
+      if (f.modifier === 'below') return `${x}.value LIKE ${b.p(`${escapeLike(v.value)}%`)}`;
+      if (f.modifier === 'above') return `starts_with(${b.p(v.value)}, ${x}.value)`;
+      return `${x}.value = ${b.p(v.value)}`;
+  }
+}
+
+function columnCondition(f: SearchFilter, a: string, b: Builder): string {
+  if (f.column === 'id') {
+    const ids = f.values.flatMap((v) => (v.kind === 'token' && v.code !== undefined ? [v.code] : []));
+    return f.modifier === 'not' ? `${a}.id <> ALL(${b.p(ids, 'text[]')})` : `${a}.id = ANY(${b.p(ids, 'text[]')})`;
+  }
+  return or(
+    f.values.map((v) =>
+      v.kind === 'date'
+        ? pointCondition(v.prefix, `${a}.last_updated`, lazy(b, v.low, 'timestamptz'), lazy(b, v.high, 'timestamptz'))
+        : 'FALSE',
+    ),
+  );
+}
+
+function filterCondition(resourceType: string, f: SearchFilter, a: string, b: Builder, scope: AccessScope): string {
+  if (f.column) return columnCondition(f, a, b);
+  const table = TABLE[f.type] as string;
+  const x = b.alias('x');
+  if (f.chain) {
+    const t = b.alias('t');
+    const { targetType, filter } = f.chain;
+    const tt = b.p(targetType);
+    const conds = [
+      `${x}.rid = ${a}.rid`,
+      `${x}.resource_type = ${b.p(resourceType)}`,
+      `${x}.code = ${b.p(f.code)}`,
+      `${x}.target_type = ${tt}`,
+      `NOT ${t}.deleted`,
+      ...(scope.projectId !== null ? [`${t}.project_id = ${b.p(scope.projectId)}`] : []),
+      filterCondition(targetType, filter, t, b, scope),
+    ];
+    return `EXISTS (SELECT 1 FROM sp_reference ${x} JOIN resources ${t} ON ${t}.resource_type = ${tt} AND ${t}.id = ${x}.target_id WHERE ${conds.join(' AND ')})`;
+  }
+  if (f.missing !== undefined) {
+    const any = `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${x}.code = ${b.p(f.code)})`;
+    return f.missing ? `NOT ${any}` : any;
+  }
+  const head = `SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${x}.resource_type = ${b.p(resourceType)} AND ${x}.code = ${b.p(f.code)}`;
+  const values = or(f.values.map((v) => valueCondition(f, v, x, b)));
+  return `${f.modifier === 'not' ? 'NOT ' : ''}EXISTS (${head} AND ${values})`;
+}
+
+/** The WHERE clause of a search over alias `r`. */
+function whereClause(req: SearchRequest, scope: AccessScope, b: Builder): string {
+  const conds = [`r.resource_type = ${b.p(req.resourceType)}`, 'NOT r.deleted'];
+  if (scope.projectId !== null) conds.push(`r.project_id = ${b.p(scope.projectId)}`);
+  for (const f of req.filters) conds.push(filterCondition(req.resourceType, f, 'r', b, scope));
+  return conds.join(' AND ');
+}
+
+interface KeyExpr {
+  expr: string;
+  sqlType: 'text' | 'timestamptz' | 'numeric';
+  descending: boolean;
+}
+
+const SORT_COLUMN: Record<string, [string, KeyExpr['sqlType']]> = {
+  string: ['value_norm', 'text'],
+  token: ['value', 'text'],
+  reference: ['ref', 'text'],
+  number: ['value', 'numeric'],
+  quantity: ['value', 'numeric'],
+  uri: ['value', 'text'],
+};
+
+/** A sort key as an expression per row: min value ascending, max value descending (dates: low / high). */
+function keyExpr(k: SortKey, b: Builder): KeyExpr {
+  if (k.code === '_id') return { expr: 'r.id', sqlType: 'text', descending: k.descending };
+  if (k.code === '_lastUpdated') return { expr: 'r.last_updated', sqlType: 'timestamptz', descending: k.descending };
+  const agg = k.descending ? 'max' : 'min';
+  const [col, sqlType] = k.type === 'date' ? [k.descending ? 'high' : 'low', 'timestamptz' as const] : SORT_COLUMN[k.type] ?? ['value', 'text' as const];
+  const x = b.alias('s');
+  return {
+    expr: `(SELECT ${agg}(${x}.${col}) FROM ${TABLE[k.type]} ${x} WHERE ${x}.rid = r.rid AND ${x}.code = ${b.p(k.code)})`,
+    sqlType,
+    descending: k.descending,
+  };
+}
+
+function orderBy(keys: KeyExpr[], names: string[], rid: string): string {
+  return [...keys.map((k, i) => `${names[i]} ${k.descending ? 'DESC NULLS FIRST' : 'ASC NULLS LAST'}`), `${rid} ASC`].join(
+    ', ',
+  );
+}
+
+/** Rows strictly after the cursor in ORDER BY (keys..., rid), with NULLS LAST ascending / NULLS FIRST descending. */
+function afterCursor(keys: KeyExpr[], names: string[], rid: string, cursor: NonNullable<SearchRequest['cursor']>, b: Builder): string {
+  const eq: string[] = [];
+  const alternatives: string[] = [];
+  keys.forEach((k, i) => {
+    const col = names[i] as string;
+    const v = cursor.keys[i] ?? null;
+    const bound = v === null ? null : b.p(v, k.sqlType);
+    let after: string;
+    if (k.descending) after = bound === null ? `${col} IS NOT NULL` : `${col} < ${bound}`;
+    else after = bound === null ? 'FALSE' : `(${col} > ${bound} OR ${col} IS NULL)`;
+    alternatives.push([...eq, after].join(' AND '));
+    eq.push(bound === null ? `${col} IS NULL` : `${col} = ${bound}`);
+  });
+  alternatives.push([...eq, `${rid} > ${b.p(cursor.rid, 'bigint')}`].join(' AND '));
+  return `(${alternatives.map((s) => `(${s})`).join(' OR ')})`;
+}
+
+/**
+ * The page query: `count + 1` rows (one more tells there is a next page) with rid, resource_type, id, json and
+ * the sort key values as text (k0, k1, ...) for the next cursor. Default order: last_updated, rid.
+ */
+export function searchSql(req: SearchRequest, scope: AccessScope, limit = req.count + 1): SqlQuery {
+  const b = new Builder();
+  const where = whereClause(req, scope, b);
+  const sorted = req.sort.length > 0;
+  const keys = sorted ? req.sort.map((k) => keyExpr(k, b)) : [{ expr: 'r.last_updated', sqlType: 'timestamptz' as const, descending: false }];
+  const names = keys.map((_, i) => `k${i}`);
+  let inner: string;
+  if (!sorted) {
+    // Row comparison on (last_updated, rid): answered by the resources_type_*_updated indexes.
+    const after = req.cursor
+      ? ` AND (r.last_updated, r.rid) > (${b.p(req.cursor.keys[0], 'timestamptz')}, ${b.p(req.cursor.rid, 'bigint')})`
+      : '';
+    inner = `SELECT r.rid, r.last_updated AS k0 FROM resources r WHERE ${where}${after} ORDER BY r.last_updated, r.rid LIMIT ${b.p(limit, 'int')}`;
+  } else {
+    const cols = keys.map((k, i) => `${k.expr} AS ${names[i]}`).join(', ');
+    const after = req.cursor ? ` WHERE ${afterCursor(keys, names, 'q.rid', req.cursor, b)}` : '';
+    inner = `SELECT q.* FROM (SELECT r.rid, ${cols} FROM resources r WHERE ${where}) q${after} ORDER BY ${orderBy(keys, names, 'q.rid')} LIMIT ${b.p(limit, 'int')}`;
+  }
+  const keyCols = names.map((n) => `p.${n}::text AS ${n}`).join(', ');
+  const text =
+    `WITH p AS (${inner}) SELECT p.rid, r.resource_type, r.id, r.content::text AS json, ${keyCols} ` +
+    `FROM p JOIN resources r ON r.rid = p.rid ORDER BY ${orderBy(keys, names.map((n) => `p.${n}`), 'p.rid')}`;
+  return { text, values: b.values };
+}
+
+export function countSql(req: SearchRequest, scope: AccessScope): SqlQuery {
+  const b = new Builder();
+  const where = whereClause(req, scope, b);
+  return { text: `SELECT count(*)::int AS total FROM resources r WHERE ${where}`, values: b.values };
+}
+
+/** Cap on resources one `_include`/`_revinclude` adds to a page. */
+export const INCLUDE_LIMIT = 1000;
+
+/** `_include`: the targets of the given matches' references (same project unless scope is global). */
+export function includeSql(spec: IncludeSpec, rids: readonly number[], scope: AccessScope): SqlQuery {
+  const b = new Builder();
+  const conds = [`x.rid = ANY(${b.p(rids, 'bigint[]')})`, `x.resource_type = ${b.p(spec.sourceType)}`];
+  if (spec.code !== '*') conds.push(`x.code = ${b.p(spec.code)}`);
+  if (spec.targetType) conds.push(`x.target_type = ${b.p(spec.targetType)}`);
+  const scopeCond = scope.projectId !== null ? ` AND t.project_id = ${b.p(scope.projectId)}` : '';
+  return {
+    text:
+      `SELECT t.resource_type, t.id, t.content::text AS json FROM resources t ` +
+      `WHERE (t.resource_type, t.id) IN (SELECT x.target_type, x.target_id FROM sp_reference x WHERE ${conds.join(' AND ')}) ` +
+      `AND NOT t.deleted${scopeCond} ORDER BY t.rid LIMIT ${b.p(INCLUDE_LIMIT, 'int')}`,
+    values: b.values,
+  };
+}
+
+/** `_revinclude`: resources of spec.sourceType whose spec.code reference points at one of `refs` (`Type/id`). */
+export function revincludeSql(spec: IncludeSpec, refs: readonly string[], scope: AccessScope): SqlQuery {
+  const b = new Builder();
+  const src = b.p(spec.sourceType);
+  const conds = [`x.resource_type = ${src}`, `x.ref = ANY(${b.p(refs, 'text[]')})`];
+  if (spec.code !== '*') conds.push(`x.code = ${b.p(spec.code)}`);
+  const scopeCond = scope.projectId !== null ? ` AND s.project_id = ${b.p(scope.projectId)}` : '';
+  return {
+    text:
+      `SELECT s.resource_type, s.id, s.content::text AS json FROM resources s ` +
+      `WHERE s.rid IN (SELECT x.rid FROM sp_reference x WHERE ${conds.join(' AND ')}) ` +
+      `AND s.resource_type = ${src} AND NOT s.deleted${scopeCond} ORDER BY s.rid LIMIT ${b.p(INCLUDE_LIMIT, 'int')}`,
+    values: b.values,
+  };
+}

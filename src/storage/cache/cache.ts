@@ -1,0 +1,19 @@
+// A small string key/value cache with per-entry TTL, shared by features that must not repeat expensive work
+// (e.g. external token validation, API.md §4). Values are opaque strings: callers JSON-encode and namespace
+// their keys. Implementations: in-process LRU (memory.ts) and Redis with an in-process fallback (redis.ts).
+
+export interface Cache {
+  readonly kind: 'memory' | 'redis';
+  /** The value, or undefined when absent or expired. */
+  get(key: string): Promise<string | undefined>;
+  /** Stores the value for ttlMs milliseconds; a ttlMs ≤ 0 removes the key instead. */
+  set(key: string, value: string, ttlMs: number): Promise<void>;
+  delete(key: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The subset of a pino logger the caches use. Keys and values are never logged. */
+export interface CacheLogger {
+  warn(obj: object, msg: string): void;
+  info?(obj: object, msg: string): void;
+}

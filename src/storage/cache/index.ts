@@ -1,0 +1,29 @@
+// Opens the configured cache: Redis when a URL is configured (shared by every instance), else in-process.
+import type { Cache, CacheLogger } from './cache.js';
+import { createMemoryCache } from './memory.js';
+import { createRedisCache } from './redis.js';
+
+export type { Cache, CacheLogger } from './cache.js';
+export { createMemoryCache, type MemoryCacheOptions } from './memory.js';
+export { createRedisCache, type RedisCacheOptions } from './redis.js';
+
+export interface OpenCacheOptions {
+  redisUrl?: string;
+  log: CacheLogger;
+  /** Entries kept by the memory cache (and by the Redis fallback); default 10 000. */
+  memoryMax?: number;
+  /** Prefix of every Redis key; default 'cinder:'. */
+  keyPrefix?: string;
+}
+
+export function openCache(opts: OpenCacheOptions): Cache {
+  const max = opts.memoryMax ?? 10_000;
+  if (opts.redisUrl) {
+    return createRedisCache(opts.redisUrl, {
+      keyPrefix: opts.keyPrefix ?? 'cinder:',
+      log: opts.log,
+      fallbackMax: max,
+    });
+  }
+  return createMemoryCache({ max });
+}
