@@ -36,7 +36,10 @@ async function loadPatients(base: string, token: string): Promise<{ ids: string[
   const ids: string[] = [];
   const started = performance.now();
   for (let i = 0; i < PATIENTS; i += 100) {
-    const entry = Array.from({ length: Math.min(100, PATIENTS - i) }, (_, k) => ({ resource: makePatient(i + k), request: { method: 'POST', url: 'Patient' } }));
+    const entry = Array.from({ length: Math.min(100, PATIENTS - i) }, (_, k) => ({
+      resource: makePatient(i + k),
+      request: { method: 'POST', url: 'Patient' },
+    }));
     const res = await fetch(`${base}fhir/R4`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
@@ -45,7 +48,8 @@ async function loadPatients(base: string, token: string): Promise<{ ids: string[
     if (!res.ok) throw new Error(`batch failed ${res.status} ${await res.text()}`);
     const body = (await res.json()) as { entry: { response: { status: string; location?: string } }[] };
     for (const e of body.entry) {
-      if (!e.response.status.startsWith('201')) throw new Error(`batch entry failed: ${JSON.stringify(e.response)}`);
+      if (!e.response.status.startsWith('201'))
+        throw new Error(`batch entry failed: ${JSON.stringify(e.response)}`);
       ids.push((e.response.location as string).split('/')[1] as string);
     }
   }
@@ -54,12 +58,19 @@ async function loadPatients(base: string, token: string): Promise<{ ids: string[
 
 async function loadSynthea(base: string, token: string): Promise<{ resources: number; seconds: number }> {
   const dir = path.resolve('../shared/data/synthea-r4');
-  const files = fs.readdirSync(dir).filter((f) => f.endsWith('.json.gz')).sort();
+  const files = fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith('.json.gz'))
+    .sort();
   const bodies = files.map((f) => zlib.gunzipSync(fs.readFileSync(path.join(dir, f))).toString('utf8'));
   let resources = 0;
   const started = performance.now();
   for (const body of bodies) {
-    const res = await fetch(`${base}fhir/R4`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' }, body });
+    const res = await fetch(`${base}fhir/R4`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
+      body,
+    });
     if (!res.ok) throw new Error(`transaction failed ${res.status} ${(await res.text()).slice(0, 300)}`);
     resources += ((await res.json()) as { entry: unknown[] }).entry.length;
   }
@@ -68,7 +79,8 @@ async function loadSynthea(base: string, token: string): Promise<{ resources: nu
 
 async function measure(name: string, opts: Parameters<typeof autocannon>[0]): Promise<Omit<Row, 'engine'>> {
   const runs = [];
-  for (let i = 0; i < RUNS; i++) runs.push(await autocannon({ connections: CONNECTIONS, duration: DURATION, ...opts }));
+  for (let i = 0; i < RUNS; i++)
+    runs.push(await autocannon({ connections: CONNECTIONS, duration: DURATION, ...opts }));
   return {
     test: name,
     reqPerSec: Math.round(median(runs.map((r) => r.requests.average))),
@@ -78,22 +90,59 @@ async function measure(name: string, opts: Parameters<typeof autocannon>[0]): Pr
   };
 }
 
-async function benchEngine(engine: string, server: RunningServer, rows: Row[], notes: string[]): Promise<void> {
+async function benchEngine(
+  engine: string,
+  server: RunningServer,
+  rows: Row[],
+  notes: string[],
+): Promise<void> {
   const base = server.base;
   const token = await login(base);
   const auth = { authorization: `Bearer ${token}` };
   const loaded = await loadPatients(base, token);
-  notes.push(`${engine}: loaded ${PATIENTS} Patients in batch Bundles of 100 at ${Math.round(loaded.perSec)} resources/s`);
+  notes.push(
+    `${engine}: loaded ${PATIENTS} Patients in batch Bundles of 100 at ${Math.round(loaded.perSec)} resources/s`,
+  );
   const synthea = await loadSynthea(base, token);
-  notes.push(`${engine}: loaded 88 Synthea transaction Bundles (${synthea.resources} resources) in ${synthea.seconds.toFixed(1)} s = ${Math.round(synthea.resources / synthea.seconds)} resources/s`);
+  notes.push(
+    `${engine}: loaded 88 Synthea transaction Bundles (${synthea.resources} resources) in ${synthea.seconds.toFixed(1)} s = ${Math.round(synthea.resources / synthea.seconds)} resources/s`,
+  );
   const ids = loaded.ids;
   let n = 0;
   const fams = families();
   const baseline = await measure('healthcheck (baseline)', { url: `${base}healthcheck` });
   const tests = [
-    await measure('read Patient by id', { url: base, headers: auth, requests: [{ method: 'GET', setupRequest: (r) => ({ ...r, path: `/fhir/R4/Patient/${ids[n++ % ids.length]}` }) }] }),
-    await measure('search Patient?family=&_count=20', { url: base, headers: auth, requests: [{ method: 'GET', setupRequest: (r) => ({ ...r, path: `/fhir/R4/Patient?family=${encodeURIComponent(fams[n++ % fams.length] as string)}&_count=20` }) }] }),
-    await measure('create Patient', { url: base, headers: { ...auth, 'content-type': 'application/fhir+json' }, requests: [{ method: 'POST', path: '/fhir/R4/Patient', setupRequest: (r) => ({ ...r, body: JSON.stringify(makePatient(PATIENTS + n++)) }) }] }),
+    await measure('read Patient by id', {
+      url: base,
+      headers: auth,
+      requests: [
+        { method: 'GET', setupRequest: (r) => ({ ...r, path: `/fhir/R4/Patient/${ids[n++ % ids.length]}` }) },
+      ],
+    }),
+    await measure('search Patient?family=&_count=20', {
+      url: base,
+      headers: auth,
+      requests: [
+        {
+          method: 'GET',
+          setupRequest: (r) => ({
+            ...r,
+            path: `/fhir/R4/Patient?family=${encodeURIComponent(fams[n++ % fams.length] as string)}&_count=20`,
+          }),
+        },
+      ],
+    }),
+    await measure('create Patient', {
+      url: base,
+      headers: { ...auth, 'content-type': 'application/fhir+json' },
+      requests: [
+        {
+          method: 'POST',
+          path: '/fhir/R4/Patient',
+          setupRequest: (r) => ({ ...r, body: JSON.stringify(makePatient(PATIENTS + n++)) }),
+        },
+      ],
+    }),
   ];
   rows.push({ engine, ...baseline, ratio: '1.00' });
   for (const t of tests) rows.push({ engine, ...t, ratio: (t.reqPerSec / baseline.reqPerSec).toFixed(2) });
@@ -138,8 +187,20 @@ async function main(): Promise<void> {
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
   }
-  console.log(`\nCinder benchmark: ${CONNECTIONS} connections, ${RUNS} runs of ${DURATION} s each (medians), ${os.cpus().length} CPUs, Node ${process.version}\n`);
-  console.table(rows.map((r) => ({ engine: r.engine, test: r.test, 'req/s': r.reqPerSec, 'p50 ms': r.p50, 'p99 ms': r.p99, 'x baseline': r.ratio, 'non-2xx/errors': r.errors })));
+  console.log(
+    `\nCinder benchmark: ${CONNECTIONS} connections, ${RUNS} runs of ${DURATION} s each (medians), ${os.cpus().length} CPUs, Node ${process.version}\n`,
+  );
+  console.table(
+    rows.map((r) => ({
+      engine: r.engine,
+      test: r.test,
+      'req/s': r.reqPerSec,
+      'p50 ms': r.p50,
+      'p99 ms': r.p99,
+      'x baseline': r.ratio,
+      'non-2xx/errors': r.errors,
+    })),
+  );
   for (const n of notes) console.log(`- ${n}`);
 }
 

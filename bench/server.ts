@@ -63,7 +63,11 @@ export async function login(base: string): Promise<string> {
   const res = await fetch(`${base}oauth2/token`, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ grant_type: 'client_credentials', client_id: ADMIN.clientId, client_secret: ADMIN.clientSecret }),
+    body: new URLSearchParams({
+      grant_type: 'client_credentials',
+      client_id: ADMIN.clientId,
+      client_secret: ADMIN.clientSecret,
+    }),
   });
   if (!res.ok) throw new Error(`login failed ${res.status}`);
   return ((await res.json()) as { access_token: string }).access_token;

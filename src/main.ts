@@ -22,7 +22,9 @@ async function openDatabase(config: Config, log: Logger): Promise<Db> {
   }
   // PostgreSQL may come up after us (containers, restarts): retry with backoff, saying so.
   for (let attempt = 1; ; attempt++) {
-    const db = await openPostgres(config.databaseUrl, { onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL client error') });
+    const db = await openPostgres(config.databaseUrl, {
+      onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL client error'),
+    });
     try {
       await migrate(db);
       log.info('using PostgreSQL');
@@ -31,7 +33,10 @@ async function openDatabase(config: Config, log: Logger): Promise<Db> {
       await db.close().catch(() => undefined);
       if (attempt >= 30) throw err;
       const wait = Math.min(500 * 2 ** (attempt - 1), 5000);
-      log.warn({ attempt, waitMs: wait, err: (err as Error).message }, 'PostgreSQL not reachable yet; retrying');
+      log.warn(
+        { attempt, waitMs: wait, err: (err as Error).message },
+        'PostgreSQL not reachable yet; retrying',
+      );
       await new Promise((r) => setTimeout(r, wait));
     }
   }
@@ -60,11 +65,21 @@ async function main(): Promise<void> {
     throw err;
   }
   const fhirBase = `${config.baseUrl}fhir/R4`;
-  const boot = await ensureSuperAdmin(db, { clock: () => new Date(), newId: randomUUID, fhirBase }, config.admin);
+  const boot = await ensureSuperAdmin(
+    db,
+    { clock: () => new Date(), newId: randomUUID, fhirBase },
+    config.admin,
+  );
   const g = boot.generated;
-  if (g.password) log.warn(`Generated super administrator password for ${config.admin.email}: ${g.password} (shown once; set admin.password to choose one)`);
+  if (g.password)
+    log.warn(
+      `Generated super administrator password for ${config.admin.email}: ${g.password} (shown once; set admin.password to choose one)`,
+    );
   if (g.clientId) log.warn(`Generated super administrator client id: ${g.clientId}`);
-  if (g.clientSecret) log.warn(`Generated super administrator client secret: ${g.clientSecret} (shown once; set admin.clientSecret to choose one)`);
+  if (g.clientSecret)
+    log.warn(
+      `Generated super administrator client secret: ${g.clientSecret} (shown once; set admin.clientSecret to choose one)`,
+    );
   const keys = await loadKeyRing(db);
   const app = await buildApp({ config, db, keys, logger: log as unknown as FastifyBaseLogger });
   let stopping = false;

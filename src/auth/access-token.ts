@@ -53,7 +53,12 @@ export function createTokenIssuer(ring: KeyRing, issuer: string): TokenIssuer {
             if (!key) throw new InvalidTokenError('Unknown signing key');
             return key;
           },
-          { issuer, algorithms: [SIGNING_ALG], currentDate: new Date(nowSeconds * 1000), requiredClaims: ['exp', 'sub'] },
+          {
+            issuer,
+            algorithms: [SIGNING_ALG],
+            currentDate: new Date(nowSeconds * 1000),
+            requiredClaims: ['exp', 'sub'],
+          },
         );
         if (typeof payload.login_id !== 'string' || typeof payload.profile !== 'string') {
           throw new InvalidTokenError('Token lacks login_id or profile');

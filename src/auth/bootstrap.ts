@@ -32,7 +32,13 @@ async function create(db: Db, ctx: RepoContext, r: Resource): Promise<string> {
   return (res.body as Resource).id as string;
 }
 
-async function ensureMembership(db: Db, ctx: RepoContext, projectId: string, userRef: string, profileRef: () => Promise<string>) {
+async function ensureMembership(
+  db: Db,
+  ctx: RepoContext,
+  projectId: string,
+  userRef: string,
+  profileRef: () => Promise<string>,
+) {
   const existing = (await membershipsOfUser(db, userRef)).find((m) => m.project_id === projectId);
   if (!existing) {
     await create(db, ctx, {
@@ -69,7 +75,11 @@ async function ensure(db: Db, env: Env, admin: Config['admin']): Promise<Bootstr
     [],
   );
   if (!projectId) {
-    projectId = await create(db, systemContext('', env), { resourceType: 'Project', name: 'Super Admin', superAdmin: true });
+    projectId = await create(db, systemContext('', env), {
+      resourceType: 'Project',
+      name: 'Super Admin',
+      superAdmin: true,
+    });
   }
   const ctx = systemContext(projectId, env);
 
@@ -80,13 +90,20 @@ async function ensure(db: Db, env: Env, admin: Config['admin']): Promise<Bootstr
     [admin.email],
   );
   if (!userId) {
-    userId = await create(db, ctx, { resourceType: 'User', firstName: 'Super', lastName: 'Admin', email: admin.email });
+    userId = await create(db, ctx, {
+      resourceType: 'User',
+      firstName: 'Super',
+      lastName: 'Admin',
+      email: admin.email,
+    });
   }
   const hash = await readCredential(db, 'User', userId, 'password_hash');
   if (admin.password ? !hash || !(await bcrypt.compare(admin.password, hash)) : !hash) {
     const password = admin.password ?? generateSecret().slice(0, 20);
     if (!admin.password) generated.password = password;
-    await storeSecrets(db, 'User', userId, [{ kind: 'password_hash', hash: await bcrypt.hash(password, 10) }]);
+    await storeSecrets(db, 'User', userId, [
+      { kind: 'password_hash', hash: await bcrypt.hash(password, 10) },
+    ]);
   }
   await ensureMembership(db, ctx, projectId, `User/${userId}`, async () => {
     const id = await create(db, ctx, {
@@ -101,9 +118,17 @@ async function ensure(db: Db, env: Env, admin: Config['admin']): Promise<Bootstr
   let clientId = admin.clientId;
   let createdClient = false;
   if (clientId) {
-    const row = await firstId(db, `SELECT id FROM resources WHERE resource_type = 'ClientApplication' AND id = $1 AND NOT deleted`, [clientId]);
+    const row = await firstId(
+      db,
+      `SELECT id FROM resources WHERE resource_type = 'ClientApplication' AND id = $1 AND NOT deleted`,
+      [clientId],
+    );
     if (!row) {
-      await updateResource(db, ctx, 'ClientApplication', clientId, { resourceType: 'ClientApplication', id: clientId, name: CLIENT_NAME });
+      await updateResource(db, ctx, 'ClientApplication', clientId, {
+        resourceType: 'ClientApplication',
+        id: clientId,
+        name: CLIENT_NAME,
+      });
       createdClient = true;
     }
   } else {
@@ -116,7 +141,11 @@ async function ensure(db: Db, env: Env, admin: Config['admin']): Promise<Bootstr
       clientId = env.newId();
       generated.clientId = clientId;
       createdClient = true;
-      await updateResource(db, ctx, 'ClientApplication', clientId, { resourceType: 'ClientApplication', id: clientId, name: CLIENT_NAME });
+      await updateResource(db, ctx, 'ClientApplication', clientId, {
+        resourceType: 'ClientApplication',
+        id: clientId,
+        name: CLIENT_NAME,
+      });
     }
   }
   // A create without a secret generates one; the configured secret (or a fresh one) replaces it here.
@@ -128,6 +157,12 @@ async function ensure(db: Db, env: Env, admin: Config['admin']): Promise<Bootstr
     await storeSecrets(db, 'ClientApplication', clientId, [{ kind: 'client_secret', hash: sha256(secret) }]);
   }
   const cid = clientId;
-  await ensureMembership(db, ctx, projectId, `ClientApplication/${cid}`, async () => `ClientApplication/${cid}`);
+  await ensureMembership(
+    db,
+    ctx,
+    projectId,
+    `ClientApplication/${cid}`,
+    async () => `ClientApplication/${cid}`,
+  );
   return { projectId, userId, clientId, generated };
 }

@@ -19,7 +19,8 @@ export async function clientCredentialsGrant(
   clientId: string | undefined,
   clientSecret: string | undefined,
 ): Promise<TokenResponse> {
-  if (!clientId || !clientSecret) throw new OAuthError('invalid_request', 'client_id and client_secret are required');
+  if (!clientId || !clientSecret)
+    throw new OAuthError('invalid_request', 'client_id and client_secret are required');
   const bad = new OAuthError('invalid_client', 'Invalid client credentials');
   if (!/^[A-Za-z0-9\-.]{1,64}$/.test(clientId)) throw bad;
   const client = await selectCurrent(deps.db, 'ClientApplication', clientId);

@@ -10,4 +10,5 @@ export interface AuthDeps {
   accessTokenLifetime: number;
 }
 
-export const nowSeconds = (deps: Pick<AuthDeps, 'clock'>): number => Math.floor(deps.clock().getTime() / 1000);
+export const nowSeconds = (deps: Pick<AuthDeps, 'clock'>): number =>
+  Math.floor(deps.clock().getTime() / 1000);

@@ -41,7 +41,11 @@ interface LoginRow {
 }
 
 /** The principal of a login, or undefined when the login is revoked or its membership/project is gone. */
-export async function loadPrincipal(db: Queryable, loginId: string, sub: string): Promise<Principal | undefined> {
+export async function loadPrincipal(
+  db: Queryable,
+  loginId: string,
+  sub: string,
+): Promise<Principal | undefined> {
   const r = await db.query<LoginRow>(
     `SELECT l.id, l.membership_id, l.project_id, l.profile, l.client_id, l.user_id, l.revoked,
             m.content->>'admin' AS m_admin, m.content->>'active' AS m_active, m.deleted AS m_deleted,

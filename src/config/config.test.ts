@@ -8,7 +8,14 @@ import { ConfigError, loadConfig, parseConfig } from './config.js';
 describe('configuration', () => {
   it('has the documented defaults', () => {
     const c = parseConfig({});
-    expect(c).toMatchObject({ port: 8103, host: '0.0.0.0', baseUrl: 'http://localhost:8103/', dataDir: './data', accessTokenLifetime: 3600, externalAuthProviders: [] });
+    expect(c).toMatchObject({
+      port: 8103,
+      host: '0.0.0.0',
+      baseUrl: 'http://localhost:8103/',
+      dataDir: './data',
+      accessTokenLifetime: 3600,
+      externalAuthProviders: [],
+    });
     expect(c.admin.email).toBe('admin@example.com');
     expect(c.databaseUrl).toBeUndefined();
     expect(Object.isFrozen(c)).toBe(true);
@@ -16,7 +23,9 @@ describe('configuration', () => {
 
   it('adds the trailing slash to baseUrl and derives it from the port', () => {
     expect(parseConfig({ port: 9000 }).baseUrl).toBe('http://localhost:9000/');
-    expect(parseConfig({ baseUrl: 'https://fhir.example.org/base' }).baseUrl).toBe('https://fhir.example.org/base/');
+    expect(parseConfig({ baseUrl: 'https://fhir.example.org/base' }).baseUrl).toBe(
+      'https://fhir.example.org/base/',
+    );
   });
 
   it('reads --config and CINDER_CONFIG, and lets env override single keys', () => {
@@ -25,8 +34,17 @@ describe('configuration', () => {
     fs.writeFileSync(file, JSON.stringify({ port: 7000, dataDir: '/tmp/x', accessTokenLifetime: 600 }));
     expect(loadConfig(['--config', file], {}).port).toBe(7000);
     expect(loadConfig([], { CINDER_CONFIG: file }).accessTokenLifetime).toBe(600);
-    const c = loadConfig(['--config', file], { PORT: '7001', DATABASE_URL: 'postgres://u@h/db', REDIS_URL: 'redis://h:6379' });
-    expect(c).toMatchObject({ port: 7001, dataDir: '/tmp/x', databaseUrl: 'postgres://u@h/db', redisUrl: 'redis://h:6379' });
+    const c = loadConfig(['--config', file], {
+      PORT: '7001',
+      DATABASE_URL: 'postgres://u@h/db',
+      REDIS_URL: 'redis://h:6379',
+    });
+    expect(c).toMatchObject({
+      port: 7001,
+      dataDir: '/tmp/x',
+      databaseUrl: 'postgres://u@h/db',
+      redisUrl: 'redis://h:6379',
+    });
     fs.rmSync(dir, { recursive: true });
   });
 
@@ -34,8 +52,19 @@ describe('configuration', () => {
     [{ port: 'abc' }, /^Invalid configuration: port: /],
     [{ port: 70000 }, /^Invalid configuration: port: /],
     [{ databaseUrl: 'mysql://x' }, /^Invalid configuration: databaseUrl: /],
-    [{ externalAuthProviders: [{ issuer: 'https://a', userInfoUrl: 'ftp://x' }] }, /^Invalid configuration: externalAuthProviders\.0\.userInfoUrl: /],
-    [{ externalAuthProviders: [{ issuer: 'https://a', userInfoUrl: 'https://a/u' }, { issuer: 'https://a', userInfoUrl: 'https://b/u' }] }, /^Invalid configuration: externalAuthProviders\.1\.issuer: duplicate/],
+    [
+      { externalAuthProviders: [{ issuer: 'https://a', userInfoUrl: 'ftp://x' }] },
+      /^Invalid configuration: externalAuthProviders\.0\.userInfoUrl: /,
+    ],
+    [
+      {
+        externalAuthProviders: [
+          { issuer: 'https://a', userInfoUrl: 'https://a/u' },
+          { issuer: 'https://a', userInfoUrl: 'https://b/u' },
+        ],
+      },
+      /^Invalid configuration: externalAuthProviders\.1\.issuer: duplicate/,
+    ],
     [{ admin: { clientId: 'has space' } }, /^Invalid configuration: admin\.clientId: /],
     [{ unknownKey: 1 }, /^Invalid configuration: /],
   ])('rejects %j with one line naming the key', (input, message) => {
@@ -51,7 +80,9 @@ describe('configuration', () => {
   });
 
   it('names an unreadable or malformed file', () => {
-    expect(() => loadConfig(['--config', '/nonexistent/c.json'], {})).toThrow(/Cannot read configuration file/);
+    expect(() => loadConfig(['--config', '/nonexistent/c.json'], {})).toThrow(
+      /Cannot read configuration file/,
+    );
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-config-'));
     const file = path.join(dir, 'bad.json');
     fs.writeFileSync(file, '{ nope');

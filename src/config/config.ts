@@ -19,8 +19,14 @@ export const configSchema = z
     host: z.string().min(1).default('0.0.0.0'),
     baseUrl: url.optional(),
     dataDir: z.string().min(1).default('./data'),
-    databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
-    redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').optional(),
+    databaseUrl: z
+      .string()
+      .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
+      .optional(),
+    redisUrl: z
+      .string()
+      .regex(/^rediss?:\/\//, 'must be a redis:// URL')
+      .optional(),
     admin: z
       .object({
         email: z.email().default('admin@example.com'),
@@ -36,7 +42,11 @@ export const configSchema = z
     externalAuthProviders: z.array(providerSchema).default([]),
     accessTokenLifetime: z.coerce.number().int().min(60).max(86_400).default(3600),
     /** Largest accepted request body in bytes (default 32 MiB: every Synthea Bundle is below 3.4 MB). */
-    maxBodySize: z.coerce.number().int().min(1024).default(32 * 1024 * 1024),
+    maxBodySize: z.coerce
+      .number()
+      .int()
+      .min(1024)
+      .default(32 * 1024 * 1024),
     /** Largest number of entries accepted in one batch or transaction Bundle. */
     maxBundleEntries: z.coerce.number().int().min(1).default(10_000),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -77,7 +87,9 @@ export function parseConfig(input: unknown): Config {
   const issuers = new Set<string>();
   for (const [i, p] of c.externalAuthProviders.entries()) {
     if (issuers.has(p.issuer)) {
-      throw new ConfigError(`Invalid configuration: externalAuthProviders.${i}.issuer: duplicate issuer ${p.issuer}`);
+      throw new ConfigError(
+        `Invalid configuration: externalAuthProviders.${i}.issuer: duplicate issuer ${p.issuer}`,
+      );
     }
     issuers.add(p.issuer);
   }

@@ -31,7 +31,11 @@ export function canWrite(actor: Actor, resourceType: string): boolean {
 
 export function assertRead(actor: Actor, resourceType: string): void {
   if (!canRead(actor, resourceType)) {
-    throw new FhirError('forbidden', `Forbidden: reading ${resourceType} needs a project administrator`, 'access.read');
+    throw new FhirError(
+      'forbidden',
+      `Forbidden: reading ${resourceType} needs a project administrator`,
+      'access.read',
+    );
   }
 }
 

@@ -3,7 +3,17 @@
 import { resourceTypes } from './definitions/index.js';
 import { searchParamsOf } from './search/registry.js';
 
-const INTERACTIONS = ['read', 'vread', 'update', 'patch', 'delete', 'history-instance', 'history-type', 'create', 'search-type'];
+const INTERACTIONS = [
+  'read',
+  'vread',
+  'update',
+  'patch',
+  'delete',
+  'history-instance',
+  'history-type',
+  'create',
+  'search-type',
+];
 
 export function capabilityStatement(fhirBase: string, now: Date): Record<string, unknown> {
   return {
@@ -21,7 +31,13 @@ export function capabilityStatement(fhirBase: string, now: Date): Record<string,
         mode: 'server',
         security: {
           cors: false,
-          service: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/restful-security-service', code: 'OAuth' }] }],
+          service: [
+            {
+              coding: [
+                { system: 'http://terminology.hl7.org/CodeSystem/restful-security-service', code: 'OAuth' },
+              ],
+            },
+          ],
         },
         interaction: [{ code: 'transaction' }, { code: 'batch' }],
         resource: resourceTypes().map((type) => ({

@@ -86,7 +86,12 @@ export class FhirError extends Error {
     readonly issueCode: IssueCode,
     message: string,
     readonly code: string,
-    opts: { status?: number; expression?: string[]; issues?: OperationOutcomeIssue[]; headers?: Record<string, string> } = {},
+    opts: {
+      status?: number;
+      expression?: string[];
+      issues?: OperationOutcomeIssue[];
+      headers?: Record<string, string>;
+    } = {},
   ) {
     super(message);
     this.name = 'FhirError';

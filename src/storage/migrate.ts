@@ -22,7 +22,9 @@ export async function migrate(db: Db, migrations: readonly Migration[] = MIGRATI
         'CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
       );
       const done = new Set(
-        (await conn.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version),
+        (await conn.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map(
+          (r) => r.version,
+        ),
       );
       const applied: number[] = [];
       for (const m of [...migrations].sort((a, b) => a.version - b.version)) {

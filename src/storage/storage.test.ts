@@ -23,7 +23,9 @@ describe.each(testDatabases())('storage on $name', (database) => {
     const db = await database.open();
     try {
       expect(await migrate(db)).toEqual([]);
-      const versions = (await db.query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version')).rows.map((r) => r.version);
+      const versions = (
+        await db.query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version')
+      ).rows.map((r) => r.version);
       expect(versions).toEqual(MIGRATIONS.map((m) => m.version));
     } finally {
       await db.close();
@@ -35,7 +37,9 @@ describe.each(testDatabases())('storage on $name', (database) => {
     try {
       await expect(
         db.transaction(async (tx) => {
-          await tx.query(`INSERT INTO logins (id, membership_id, project_id, profile, auth_method) VALUES ('l1', 'm', 'p', 'x', 'password')`);
+          await tx.query(
+            `INSERT INTO logins (id, membership_id, project_id, profile, auth_method) VALUES ('l1', 'm', 'p', 'x', 'password')`,
+          );
           throw new Error('boom');
         }),
       ).rejects.toThrow('boom');
@@ -46,30 +50,35 @@ describe.each(testDatabases())('storage on $name', (database) => {
   });
 });
 
-describe.skipIf(!process.env.TEST_DATABASE_URL)('PostgreSQL migrations under concurrency (needs TEST_DATABASE_URL)', () => {
-  it('applies each migration once when several instances start at once', async () => {
-    const url = process.env.TEST_DATABASE_URL as string;
-    const schema = `t_conc_${Date.now()}`;
-    const admin = await openPostgres(url, { max: 1 });
-    await admin.exec(`CREATE SCHEMA ${schema}`);
-    const instances = await Promise.all([1, 2, 3, 4].map(() => openPostgres(url, { schema, max: 2 })));
-    try {
-      const applied = await Promise.all(instances.map((db) => migrate(db)));
-      expect(applied.flat().sort()).toEqual(MIGRATIONS.map((m) => m.version).sort());
-    } finally {
-      await Promise.all(instances.map((db) => db.close()));
-      await admin.exec(`DROP SCHEMA ${schema} CASCADE`);
-      await admin.close();
-    }
-  });
-});
+describe.skipIf(!process.env.TEST_DATABASE_URL)(
+  'PostgreSQL migrations under concurrency (needs TEST_DATABASE_URL)',
+  () => {
+    it('applies each migration once when several instances start at once', async () => {
+      const url = process.env.TEST_DATABASE_URL as string;
+      const schema = `t_conc_${Date.now()}`;
+      const admin = await openPostgres(url, { max: 1 });
+      await admin.exec(`CREATE SCHEMA ${schema}`);
+      const instances = await Promise.all([1, 2, 3, 4].map(() => openPostgres(url, { schema, max: 2 })));
+      try {
+        const applied = await Promise.all(instances.map((db) => migrate(db)));
+        expect(applied.flat().sort()).toEqual(MIGRATIONS.map((m) => m.version).sort());
+      } finally {
+        await Promise.all(instances.map((db) => db.close()));
+        await admin.exec(`DROP SCHEMA ${schema} CASCADE`);
+        await admin.close();
+      }
+    });
+  },
+);
 
 describe('embedded database directory', () => {
   it('keeps data across close and reopen', async () => {
     const dir = tmpDir();
     const db = await openPglite(dir);
     await migrate(db);
-    await db.query(`INSERT INTO logins (id, membership_id, project_id, profile, auth_method) VALUES ('keep', 'm', 'p', 'x', 'password')`);
+    await db.query(
+      `INSERT INTO logins (id, membership_id, project_id, profile, auth_method) VALUES ('keep', 'm', 'p', 'x', 'password')`,
+    );
     await db.close();
     const again = await openPglite(dir);
     try {
@@ -79,11 +88,20 @@ describe('embedded database directory', () => {
     }
   });
 
-  it('refuses a second opener in this process and in another process, and takes over a dead holder\'s lock', async () => {
+  it("refuses a second opener in this process and in another process, and takes over a dead holder's lock", async () => {
     const dir = tmpDir();
     const release = acquireDirLock(dir);
     expect(() => acquireDirLock(dir)).toThrow(DirLockedError);
-    const other = spawnSync(process.execPath, ['--import', 'tsx', '-e', `import('${path.resolve('src/storage/dir-lock.ts')}').then(m => m.acquireDirLock('${dir}'))`], { encoding: 'utf8' });
+    const other = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '-e',
+        `import('${path.resolve('src/storage/dir-lock.ts')}').then(m => m.acquireDirLock('${dir}'))`,
+      ],
+      { encoding: 'utf8' },
+    );
     expect(other.status).not.toBe(0);
     expect(other.stderr).toMatch(/in use by process/);
     release();

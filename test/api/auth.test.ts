@@ -18,13 +18,28 @@ describe.each(testDatabases())('login and isolation on $name', (database) => {
       method: 'POST',
       url: '/oauth2/token',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: form({ grant_type: 'client_credentials', client_id: ADMIN_CLIENT_ID, client_secret: ADMIN_CLIENT_SECRET }),
+      payload: form({
+        grant_type: 'client_credentials',
+        client_id: ADMIN_CLIENT_ID,
+        client_secret: ADMIN_CLIENT_SECRET,
+      }),
     });
     expect(res.statusCode).toBe(200);
     const body = res.json();
-    expect(body).toMatchObject({ token_type: 'Bearer', expires_in: 3600, scope: 'openid', project: { reference: `Project/${t.superProjectId}` }, profile: { reference: `ClientApplication/${ADMIN_CLIENT_ID}` } });
+    expect(body).toMatchObject({
+      token_type: 'Bearer',
+      expires_in: 3600,
+      scope: 'openid',
+      project: { reference: `Project/${t.superProjectId}` },
+      profile: { reference: `ClientApplication/${ADMIN_CLIENT_ID}` },
+    });
     const claims = decodeJwt(body.access_token);
-    expect(claims).toMatchObject({ iss: 'http://cinder.test/', sub: ADMIN_CLIENT_ID, client_id: ADMIN_CLIENT_ID, profile: `ClientApplication/${ADMIN_CLIENT_ID}` });
+    expect(claims).toMatchObject({
+      iss: 'http://cinder.test/',
+      sub: ADMIN_CLIENT_ID,
+      client_id: ADMIN_CLIENT_ID,
+      profile: `ClientApplication/${ADMIN_CLIENT_ID}`,
+    });
     for (const k of ['exp', 'iat', 'login_id', 'scope']) expect(claims[k]).toBeDefined();
   });
 
@@ -32,18 +47,31 @@ describe.each(testDatabases())('login and isolation on $name', (database) => {
     const res = await t.app.inject({
       method: 'POST',
       url: '/oauth2/token',
-      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${ADMIN_CLIENT_ID}:${ADMIN_CLIENT_SECRET}`).toString('base64')}` },
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: `Basic ${Buffer.from(`${ADMIN_CLIENT_ID}:${ADMIN_CLIENT_SECRET}`).toString('base64')}`,
+      },
       payload: form({ grant_type: 'client_credentials' }),
     });
     expect(res.statusCode).toBe(200);
   });
 
   it('answers RFC 6749 errors', async () => {
-    const post = (payload: string) => t.app.inject({ method: 'POST', url: '/oauth2/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload });
-    const wrong = await post(form({ grant_type: 'client_credentials', client_id: ADMIN_CLIENT_ID, client_secret: 'nope' }));
+    const post = (payload: string) =>
+      t.app.inject({
+        method: 'POST',
+        url: '/oauth2/token',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        payload,
+      });
+    const wrong = await post(
+      form({ grant_type: 'client_credentials', client_id: ADMIN_CLIENT_ID, client_secret: 'nope' }),
+    );
     expect(wrong.statusCode).toBe(401);
     expect(wrong.json().error).toBe('invalid_client');
-    const unknown = await post(form({ grant_type: 'client_credentials', client_id: 'no-such-client', client_secret: 'nope' }));
+    const unknown = await post(
+      form({ grant_type: 'client_credentials', client_id: 'no-such-client', client_secret: 'nope' }),
+    );
     expect(unknown.statusCode).toBe(401);
     const grant = await post(form({ grant_type: 'magic' }));
     expect(grant.statusCode).toBe(400);
@@ -54,7 +82,12 @@ describe.each(testDatabases())('login and isolation on $name', (database) => {
   });
 
   it('describes the login at /auth/me and accepts the X-Medplum header', async () => {
-    const res = await t.request({ method: 'GET', url: '/auth/me', token: t.adminToken, headers: { 'x-medplum': 'extended' } });
+    const res = await t.request({
+      method: 'GET',
+      url: '/auth/me',
+      token: t.adminToken,
+      headers: { 'x-medplum': 'extended' },
+    });
     expect(res.statusCode).toBe(200);
     const me = res.json();
     expect(me.profile).toMatchObject({ resourceType: 'ClientApplication', id: ADMIN_CLIENT_ID });
@@ -98,20 +131,34 @@ describe.each(testDatabases())('login and isolation on $name', (database) => {
     expect(exp.statusCode).toBe(401);
   });
 
-  it('keeps projects apart: another project\'s resource is 404 for read, update, delete and absent from search', async () => {
+  it("keeps projects apart: another project's resource is 404 for read, update, delete and absent from search", async () => {
     const a = await t.newProject('A');
     const b = await t.newProject('B');
-    const created = await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token: a.memberToken, payload: { resourceType: 'Patient', name: [{ family: 'Isolated' }] } });
+    const created = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/Patient`,
+      token: a.memberToken,
+      payload: { resourceType: 'Patient', name: [{ family: 'Isolated' }] },
+    });
     expect(created.statusCode).toBe(201);
     const p = created.json();
     expect(p.meta.project).toBe(a.projectId);
     const url = `${t.fhir}/Patient/${p.id}`;
     expect((await t.request({ method: 'GET', url, token: b.adminToken })).statusCode).toBe(404);
-    const put = await t.request({ method: 'PUT', url, token: b.adminToken, payload: { ...p, meta: undefined, gender: 'male' } });
+    const put = await t.request({
+      method: 'PUT',
+      url,
+      token: b.adminToken,
+      payload: { ...p, meta: undefined, gender: 'male' },
+    });
     expect(put.statusCode).toBe(404);
     expect((await t.request({ method: 'DELETE', url, token: b.adminToken })).statusCode).toBe(404);
-    expect((await t.request({ method: 'GET', url: `${url}/_history`, token: b.adminToken })).statusCode).toBe(404);
-    const search = (await t.request({ method: 'GET', url: `${t.fhir}/Patient?family=Isolated`, token: b.adminToken })).json();
+    expect((await t.request({ method: 'GET', url: `${url}/_history`, token: b.adminToken })).statusCode).toBe(
+      404,
+    );
+    const search = (
+      await t.request({ method: 'GET', url: `${t.fhir}/Patient?family=Isolated`, token: b.adminToken })
+    ).json();
     expect(search.entry ?? []).toHaveLength(0);
     const still = (await t.request({ method: 'GET', url, token: a.memberToken })).json();
     expect(still.gender).toBeUndefined();
@@ -123,38 +170,78 @@ describe.each(testDatabases())('login and isolation on $name', (database) => {
   it('does not let a client place a resource in another project', async () => {
     const a = await t.newProject('C');
     const b = await t.newProject('D');
-    const res = await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token: a.adminToken, payload: { resourceType: 'Patient', meta: { project: b.projectId } } });
+    const res = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/Patient`,
+      token: a.adminToken,
+      payload: { resourceType: 'Patient', meta: { project: b.projectId } },
+    });
     expect(res.statusCode).toBe(403);
   });
 
   it('lets only admins change ClientApplications and memberships, and only super admins create projects', async () => {
     const a = await t.newProject('E');
-    const client = await t.request({ method: 'POST', url: `${t.fhir}/ClientApplication`, token: a.memberToken, payload: { resourceType: 'ClientApplication', name: 'x' } });
+    const client = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/ClientApplication`,
+      token: a.memberToken,
+      payload: { resourceType: 'ClientApplication', name: 'x' },
+    });
     expect(client.statusCode).toBe(403);
     const membership = await t.request({
       method: 'POST',
       url: `${t.fhir}/ProjectMembership`,
       token: a.memberToken,
-      payload: { resourceType: 'ProjectMembership', project: { reference: `Project/${a.projectId}` }, user: { reference: 'ClientApplication/x' }, profile: { reference: 'ClientApplication/x' }, admin: true },
+      payload: {
+        resourceType: 'ProjectMembership',
+        project: { reference: `Project/${a.projectId}` },
+        user: { reference: 'ClientApplication/x' },
+        profile: { reference: 'ClientApplication/x' },
+        admin: true,
+      },
     });
     expect(membership.statusCode).toBe(403);
-    const project = await t.request({ method: 'POST', url: `${t.fhir}/Project`, token: a.adminToken, payload: { resourceType: 'Project', name: 'Mine' } });
+    const project = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/Project`,
+      token: a.adminToken,
+      payload: { resourceType: 'Project', name: 'Mine' },
+    });
     expect(project.statusCode).toBe(403);
-    const ok = await t.request({ method: 'POST', url: `${t.fhir}/ClientApplication`, token: a.adminToken, payload: { resourceType: 'ClientApplication', name: 'y' } });
+    const ok = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/ClientApplication`,
+      token: a.adminToken,
+      payload: { resourceType: 'ClientApplication', name: 'y' },
+    });
     expect(ok.statusCode).toBe(201);
     // The generated secret is shown once, in the create response, and never again.
     expect(typeof ok.json().secret).toBe('string');
-    const again = await t.request({ method: 'GET', url: `${t.fhir}/ClientApplication/${ok.json().id}`, token: a.adminToken });
+    const again = await t.request({
+      method: 'GET',
+      url: `${t.fhir}/ClientApplication/${ok.json().id}`,
+      token: a.adminToken,
+    });
     expect(again.json().secret).toBeUndefined();
-    expect(await t.token(ok.json().id, ok.json().secret).catch((e: Error) => e.message)).toMatch(/login failed: 401/);
+    expect(await t.token(ok.json().id, ok.json().secret).catch((e: Error) => e.message)).toMatch(
+      /login failed: 401/,
+    );
   });
 
   it('never returns secrets or password hashes', async () => {
     const users = await t.request({ method: 'GET', url: `${t.fhir}/User`, token: t.adminToken });
     expect(users.statusCode).toBe(200);
     expect(users.body).not.toMatch(/passwordHash|\$2[aby]\$/);
-    const clients = await t.request({ method: 'GET', url: `${t.fhir}/ClientApplication`, token: t.adminToken });
+    const clients = await t.request({
+      method: 'GET',
+      url: `${t.fhir}/ClientApplication`,
+      token: t.adminToken,
+    });
     expect(clients.body).not.toContain(ADMIN_CLIENT_SECRET);
-    expect(clients.json().entry.every((e: { resource: Record<string, unknown> }) => e.resource.secret === undefined)).toBe(true);
+    expect(
+      clients
+        .json()
+        .entry.every((e: { resource: Record<string, unknown> }) => e.resource.secret === undefined),
+    ).toBe(true);
   });
 });

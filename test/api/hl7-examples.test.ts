@@ -15,8 +15,16 @@ function loadExamples(): { file: string; resource: Record<string, unknown> }[] {
     .readdirSync(dir)
     .filter((f) => f.endsWith('.json') && f !== 'package.json' && !f.startsWith('.'))
     .sort()
-    .map((file) => ({ file, resource: JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8')) as Record<string, unknown> }))
-    .filter((x) => typeof x.resource.resourceType === 'string' && typeof x.resource.id === 'string' && isResourceType(x.resource.resourceType));
+    .map((file) => ({
+      file,
+      resource: JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8')) as Record<string, unknown>,
+    }))
+    .filter(
+      (x) =>
+        typeof x.resource.resourceType === 'string' &&
+        typeof x.resource.id === 'string' &&
+        isResourceType(x.resource.resourceType),
+    );
 }
 
 function withoutMeta(r: Record<string, unknown>): Record<string, unknown> {
@@ -26,9 +34,11 @@ function withoutMeta(r: Record<string, unknown>): Record<string, unknown> {
 
 async function pool<T>(items: T[], n: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: n }, async () => {
-    while (next < items.length) await fn(items[next++] as T);
-  }));
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (next < items.length) await fn(items[next++] as T);
+    }),
+  );
 }
 
 describe.each(testDatabases())('HL7 R4 examples on $name', (database) => {
@@ -62,5 +72,5 @@ describe.each(testDatabases())('HL7 R4 examples on $name', (database) => {
     });
     expect(mismatched).toEqual([]);
     expect(rejected.sort()).toEqual(Object.keys(KNOWN_BAD_EXAMPLES).sort());
-  });
+  }, 600_000);
 });

@@ -30,11 +30,18 @@ describe.each(testDatabases())('third-party clients on $name', (database) => {
 
   it('fhir-kit-client creates, reads and searches', async () => {
     const client = new Client({ baseUrl: `${base}fhir/R4`, bearerToken: t.adminToken });
-    const created = (await client.create({ resourceType: 'Patient', body: { resourceType: 'Patient', name: [{ family: 'Kit', given: ['Fhir'] }] } })) as unknown as { id: string };
+    const created = (await client.create({
+      resourceType: 'Patient',
+      body: { resourceType: 'Patient', name: [{ family: 'Kit', given: ['Fhir'] }] },
+    })) as unknown as { id: string };
     expect(created.id).toBeTruthy();
-    const read = (await client.read({ resourceType: 'Patient', id: created.id })) as unknown as { name: { family: string }[] };
+    const read = (await client.read({ resourceType: 'Patient', id: created.id })) as unknown as {
+      name: { family: string }[];
+    };
     expect(read.name[0]?.family).toBe('Kit');
-    const found = (await client.search({ resourceType: 'Patient', searchParams: { family: 'Kit' } })) as { entry?: { resource: { id: string } }[] };
+    const found = (await client.search({ resourceType: 'Patient', searchParams: { family: 'Kit' } })) as {
+      entry?: { resource: { id: string } }[];
+    };
     expect(found.entry?.map((e) => e.resource.id)).toContain(created.id);
     const meta = (await client.capabilityStatement()) as unknown as { fhirVersion: string };
     expect(meta.fhirVersion).toBe('4.0.1');
@@ -44,7 +51,10 @@ describe.each(testDatabases())('third-party clients on $name', (database) => {
     const medplum = new MedplumClient({ baseUrl: base, fetch, clientId: ADMIN_CLIENT_ID });
     await medplum.startClientLogin(ADMIN_CLIENT_ID, ADMIN_CLIENT_SECRET);
     expect(medplum.getProfile()?.id).toBe(ADMIN_CLIENT_ID);
-    const created = await medplum.createResource({ resourceType: 'Patient', name: [{ family: 'Medplum', given: ['Via'] }] });
+    const created = await medplum.createResource({
+      resourceType: 'Patient',
+      name: [{ family: 'Medplum', given: ['Via'] }],
+    });
     expect(created.id).toBeTruthy();
     const read = await medplum.readResource('Patient', created.id as string);
     expect(read.name?.[0]?.family).toBe('Medplum');

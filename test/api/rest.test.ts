@@ -12,7 +12,12 @@ const patient = (family: string, extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
-function issue(body: string): { severity: string; code: string; details?: { text: string }; expression?: string[] } {
+function issue(body: string): {
+  severity: string;
+  code: string;
+  details?: { text: string };
+  expression?: string[];
+} {
   const oo = JSON.parse(body) as { resourceType: string; issue: { severity: string; code: string }[] };
   expect(oo.resourceType).toBe('OperationOutcome');
   expect(oo.issue[0]?.severity).toBe('error');
@@ -29,7 +34,12 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
   afterAll(async () => t?.close());
 
   it('creates with 201, Location, ETag and server-set meta', async () => {
-    const res = await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token, payload: patient('Lovelace', { id: 'client-chosen', meta: { versionId: '99' } }) });
+    const res = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/Patient`,
+      token,
+      payload: patient('Lovelace', { id: 'client-chosen', meta: { versionId: '99' } }),
+    });
     expect(res.statusCode).toBe(201);
     const body = res.json();
     expect(body.id).not.toBe('client-chosen');
@@ -42,15 +52,29 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
   });
 
   it('reads, updates with If-Match, rejects a stale If-Match with 412, and vreads old versions', async () => {
-    const created = (await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token, payload: patient('Hopper') })).json();
+    const created = (
+      await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token, payload: patient('Hopper') })
+    ).json();
     const url = `${t.fhir}/Patient/${created.id}`;
     const read = await t.request({ method: 'GET', url, token });
     expect(read.statusCode).toBe(200);
     expect(read.json().name[0].family).toBe('Hopper');
-    const upd = await t.request({ method: 'PUT', url, token, headers: { 'if-match': 'W/"1"' }, payload: { ...created, gender: 'other' } });
+    const upd = await t.request({
+      method: 'PUT',
+      url,
+      token,
+      headers: { 'if-match': 'W/"1"' },
+      payload: { ...created, gender: 'other' },
+    });
     expect(upd.statusCode).toBe(200);
     expect(upd.json().meta.versionId).toBe('2');
-    const stale = await t.request({ method: 'PUT', url, token, headers: { 'if-match': 'W/"1"' }, payload: { ...created, gender: 'male' } });
+    const stale = await t.request({
+      method: 'PUT',
+      url,
+      token,
+      headers: { 'if-match': 'W/"1"' },
+      payload: { ...created, gender: 'male' },
+    });
     expect(stale.statusCode).toBe(412);
     issue(stale.body);
     const v1 = await t.request({ method: 'GET', url: `${url}/_history/1`, token });
@@ -61,9 +85,19 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
   });
 
   it('update-as-create with a client id answers 201; an id mismatch is 400', async () => {
-    const res = await t.request({ method: 'PUT', url: `${t.fhir}/Patient/chosen-id-1`, token, payload: patient('Chosen', { id: 'chosen-id-1' }) });
+    const res = await t.request({
+      method: 'PUT',
+      url: `${t.fhir}/Patient/chosen-id-1`,
+      token,
+      payload: patient('Chosen', { id: 'chosen-id-1' }),
+    });
     expect(res.statusCode).toBe(201);
-    const mismatch = await t.request({ method: 'PUT', url: `${t.fhir}/Patient/chosen-id-2`, token, payload: patient('Chosen', { id: 'other' }) });
+    const mismatch = await t.request({
+      method: 'PUT',
+      url: `${t.fhir}/Patient/chosen-id-2`,
+      token,
+      payload: patient('Chosen', { id: 'other' }),
+    });
     expect(mismatch.statusCode).toBe(400);
   });
 
@@ -78,7 +112,9 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
   });
 
   it('applies a JSON Patch; a failed test op is 412', async () => {
-    const created = (await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token, payload: patient('Patchy') })).json();
+    const created = (
+      await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token, payload: patient('Patchy') })
+    ).json();
     const url = `${t.fhir}/Patient/${created.id}`;
     const ok = await t.request({
       method: 'PATCH',
@@ -100,7 +136,9 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
   });
 
   it('deletes (then 410 on read), and keeps instance and type history', async () => {
-    const created = (await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token, payload: patient('Gone') })).json();
+    const created = (
+      await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token, payload: patient('Gone') })
+    ).json();
     const url = `${t.fhir}/Patient/${created.id}`;
     await t.request({ method: 'PUT', url, token, payload: { ...created, active: true } });
     const del = await t.request({ method: 'DELETE', url, token });
@@ -111,14 +149,25 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
     const hist = (await t.request({ method: 'GET', url: `${url}/_history`, token })).json();
     expect(hist.type).toBe('history');
     expect(hist.total).toBe(3);
-    expect(hist.entry.map((e: { response: { status: string } }) => e.response.status)).toEqual(['204', '200', '201']);
-    const typeHist = (await t.request({ method: 'GET', url: `${t.fhir}/Patient/_history?_count=2`, token })).json();
+    expect(hist.entry.map((e: { response: { status: string } }) => e.response.status)).toEqual([
+      '204',
+      '200',
+      '201',
+    ]);
+    const typeHist = (
+      await t.request({ method: 'GET', url: `${t.fhir}/Patient/_history?_count=2`, token })
+    ).json();
     expect(typeHist.entry.length).toBe(2);
     expect(typeHist.link.some((l: { relation: string }) => l.relation === 'next')).toBe(true);
   });
 
   it('rejects invalid resources with issues that carry expressions', async () => {
-    const res = await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token, payload: patient('Bad', { birthDate: '1990-02-30', foo: 1 }) });
+    const res = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/Patient`,
+      token,
+      payload: patient('Bad', { birthDate: '1990-02-30', foo: 1 }),
+    });
     expect(res.statusCode).toBe(400);
     const oo = res.json();
     const expressions = oo.issue.flatMap((i: { expression?: string[] }) => i.expression ?? []);
@@ -127,10 +176,22 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
   });
 
   it('answers every error with an OperationOutcome and the right status', async () => {
-    const malformed = await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token, headers: { 'content-type': 'application/fhir+json' }, payload: '{"resourceType":' });
+    const malformed = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/Patient`,
+      token,
+      headers: { 'content-type': 'application/fhir+json' },
+      payload: '{"resourceType":',
+    });
     expect(malformed.statusCode).toBe(400);
     issue(malformed.body);
-    const media = await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token, headers: { 'content-type': 'text/plain' }, payload: 'hello' });
+    const media = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/Patient`,
+      token,
+      headers: { 'content-type': 'text/plain' },
+      payload: 'hello',
+    });
     expect(media.statusCode).toBe(415);
     issue(media.body);
     const unknownType = await t.request({ method: 'GET', url: `${t.fhir}/Patientx/1`, token });
@@ -142,9 +203,20 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
     const method = await t.request({ method: 'DELETE', url: `${t.fhir}/Patient`, token });
     expect(method.statusCode).toBe(405);
     issue(method.body);
-    const wrongType = await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token, payload: { resourceType: 'Observation' } });
+    const wrongType = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/Patient`,
+      token,
+      payload: { resourceType: 'Observation' },
+    });
     expect(wrongType.statusCode).toBe(400);
-    const notObject = await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token, headers: { 'content-type': 'application/fhir+json' }, payload: '[1,2]' });
+    const notObject = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/Patient`,
+      token,
+      headers: { 'content-type': 'application/fhir+json' },
+      payload: '[1,2]',
+    });
     expect(notObject.statusCode).toBe(400);
     const noRoute = await t.request({ method: 'GET', url: '/nowhere', token });
     expect(noRoute.statusCode).toBe(404);
@@ -155,7 +227,17 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
     const small = await startTestApp(database, { maxBodySize: 2048 });
     try {
       const tok = small.adminToken;
-      const res = await small.request({ method: 'POST', url: `${small.fhir}/Patient`, token: tok, payload: patient('Big', { text: { status: 'generated', div: `<div xmlns="http://www.w3.org/1999/xhtml">${'x'.repeat(5000)}</div>` } }) });
+      const res = await small.request({
+        method: 'POST',
+        url: `${small.fhir}/Patient`,
+        token: tok,
+        payload: patient('Big', {
+          text: {
+            status: 'generated',
+            div: `<div xmlns="http://www.w3.org/1999/xhtml">${'x'.repeat(5000)}</div>`,
+          },
+        }),
+      });
       expect(res.statusCode).toBe(413);
       expect(issue(res.body).code).toBe('too-long');
     } finally {
@@ -171,6 +253,8 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
     expect(cs.fhirVersion).toBe('4.0.1');
     const patientRes = cs.rest[0].resource.find((r: { type: string }) => r.type === 'Patient');
     expect(patientRes.searchParam.map((p: { name: string }) => p.name)).toContain('family');
-    expect(cs.rest[0].resource.map((r: { type: string }) => r.type)).toEqual(expect.arrayContaining(['Project', 'AsyncJob', 'Observation']));
+    expect(cs.rest[0].resource.map((r: { type: string }) => r.type)).toEqual(
+      expect.arrayContaining(['Project', 'AsyncJob', 'Observation']),
+    );
   });
 });

@@ -8,6 +8,18 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const tsx = path.resolve('node_modules/.bin/tsx');
+// The test runner's own environment (vite sets BASE_URL) must not leak into the server's configuration.
+const CINDER_ENV = [
+  'PORT',
+  'HOST',
+  'BASE_URL',
+  'DATA_DIR',
+  'DATABASE_URL',
+  'REDIS_URL',
+  'LOG_LEVEL',
+  'CINDER_CONFIG',
+];
+const cleanEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !CINDER_ENV.includes(k)));
 const main = path.resolve('src/main.ts');
 
 async function freePort(): Promise<number> {
@@ -20,9 +32,15 @@ async function freePort(): Promise<number> {
   });
 }
 
-function start(env: Record<string, string>, args: string[] = []): { child: ChildProcess; output: () => string } {
+function start(
+  env: Record<string, string>,
+  args: string[] = [],
+): { child: ChildProcess; output: () => string } {
   let out = '';
-  const child = spawn(tsx, [main, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(tsx, [main, ...args], {
+    env: { ...cleanEnv, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
   return { child, output: () => out };
@@ -43,22 +61,27 @@ async function waitHealthy(port: number, child: ChildProcess): Promise<void> {
 }
 
 const exited = (child: ChildProcess): Promise<number | null> =>
-  child.exitCode !== null ? Promise.resolve(child.exitCode) : new Promise((r) => child.on('exit', (code) => r(code)));
+  child.exitCode !== null
+    ? Promise.resolve(child.exitCode)
+    : new Promise((r) => child.on('exit', (code) => r(code)));
 
 describe('the server process', () => {
   const dirs: string[] = [];
   afterAll(() => dirs.forEach((d) => fs.rmSync(d, { recursive: true, force: true })));
 
   it('stops on a bad configuration value with one line naming the key', () => {
-    const r = spawnSync(tsx, [main], { env: { ...process.env, PORT: 'eighty' }, encoding: 'utf8' });
+    const r = spawnSync(tsx, [main], { env: { ...cleanEnv, PORT: 'eighty' }, encoding: 'utf8' });
     expect(r.status).toBe(1);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toMatch(/^Invalid configuration: port: /);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-cfg-'));
     dirs.push(dir);
     const file = path.join(dir, 'config.json');
-    fs.writeFileSync(file, JSON.stringify({ externalAuthProviders: [{ issuer: 'https://idp', userInfoUrl: 'not a url' }] }));
-    const r2 = spawnSync(tsx, [main, '--config', file], { env: process.env, encoding: 'utf8' });
+    fs.writeFileSync(
+      file,
+      JSON.stringify({ externalAuthProviders: [{ issuer: 'https://idp', userInfoUrl: 'not a url' }] }),
+    );
+    const r2 = spawnSync(tsx, [main, '--config', file], { env: cleanEnv, encoding: 'utf8' });
     expect(r2.status).toBe(1);
     expect(r2.stderr).toMatch(/^Invalid configuration: externalAuthProviders\.0\.userInfoUrl: /);
   });
@@ -68,7 +91,10 @@ describe('the server process', () => {
     dirs.push(dataDir);
     const port = await freePort();
     const configFile = path.join(dataDir, 'cinder.json');
-    fs.writeFileSync(configFile, JSON.stringify({ port: 1, admin: { clientId: 'boot-client', clientSecret: 'boot-secret-0123456789' } }));
+    fs.writeFileSync(
+      configFile,
+      JSON.stringify({ port: 1, admin: { clientId: 'boot-client', clientSecret: 'boot-secret-0123456789' } }),
+    );
     // The env overrides the file's port.
     const env = { CINDER_CONFIG: configFile, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'info' };
     const first = start(env);
@@ -100,7 +126,9 @@ describe('the server process', () => {
 
     const again = start(env);
     await waitHealthy(port, again.child);
-    const read = await fetch(`http://127.0.0.1:${port}/fhir/R4/Patient/${id}`, { headers: { authorization: `Bearer ${token}` } });
+    const read = await fetch(`http://127.0.0.1:${port}/fhir/R4/Patient/${id}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
     expect(read.status).toBe(200);
     expect(((await read.json()) as { name: { family: string }[] }).name[0]?.family).toBe('Durable');
     again.child.kill('SIGTERM');

@@ -26,15 +26,27 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-export async function startTestApp(database: TestDatabase, overrides: Partial<ConfigInput> = {}): Promise<TestApp> {
+export async function startTestApp(
+  database: TestDatabase,
+  overrides: Partial<ConfigInput> = {},
+): Promise<TestApp> {
   const db = await database.open();
   const config = parseConfig({
     baseUrl: 'http://cinder.test/',
-    admin: { email: 'admin@example.com', password: 'admin-password-1', clientId: ADMIN_CLIENT_ID, clientSecret: ADMIN_CLIENT_SECRET },
+    admin: {
+      email: 'admin@example.com',
+      password: 'admin-password-1',
+      clientId: ADMIN_CLIENT_ID,
+      clientSecret: ADMIN_CLIENT_SECRET,
+    },
     logLevel: 'silent',
     ...overrides,
   });
-  const boot = await ensureSuperAdmin(db, { clock: () => new Date(), newId: randomUUID, fhirBase: `${config.baseUrl}fhir/R4` }, config.admin);
+  const boot = await ensureSuperAdmin(
+    db,
+    { clock: () => new Date(), newId: randomUUID, fhirBase: `${config.baseUrl}fhir/R4` },
+    config.admin,
+  );
   const keys = await loadKeyRing(db);
   const app = await buildApp({ config, db, keys });
   const fhir = '/fhir/R4';
@@ -43,7 +55,9 @@ export async function startTestApp(database: TestDatabase, overrides: Partial<Co
       ...rest,
       headers: {
         ...(token ? { authorization: `Bearer ${token}` } : {}),
-        ...(rest.payload !== undefined && typeof rest.payload === 'object' ? { 'content-type': 'application/fhir+json' } : {}),
+        ...(rest.payload !== undefined && typeof rest.payload === 'object'
+          ? { 'content-type': 'application/fhir+json' }
+          : {}),
         ...headers,
       },
     });
@@ -52,7 +66,11 @@ export async function startTestApp(database: TestDatabase, overrides: Partial<Co
       method: 'POST',
       url: '/oauth2/token',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: new URLSearchParams({ grant_type: 'client_credentials', client_id: clientId, client_secret: secret }).toString(),
+      payload: new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_id: clientId,
+        client_secret: secret,
+      }).toString(),
     });
     if (res.statusCode !== 200) throw new Error(`login failed: ${res.statusCode} ${res.body}`);
     return (res.json() as { access_token: string }).access_token;
@@ -69,15 +87,26 @@ export async function startTestApp(database: TestDatabase, overrides: Partial<Co
     token,
     async newProject(name = `Project ${randomUUID().slice(0, 8)}`) {
       const post = async (resource: Record<string, unknown>): Promise<Record<string, unknown>> => {
-        const res = await request({ method: 'POST', url: `${fhir}/${resource.resourceType as string}`, token: adminToken, payload: resource });
-        if (res.statusCode !== 201) throw new Error(`create ${resource.resourceType as string} failed: ${res.statusCode} ${res.body}`);
+        const res = await request({
+          method: 'POST',
+          url: `${fhir}/${resource.resourceType as string}`,
+          token: adminToken,
+          payload: resource,
+        });
+        if (res.statusCode !== 201)
+          throw new Error(`create ${resource.resourceType as string} failed: ${res.statusCode} ${res.body}`);
         return res.json() as Record<string, unknown>;
       };
       const project = await post({ resourceType: 'Project', name });
       const projectId = project.id as string;
       const client = async (admin: boolean): Promise<string> => {
         const secret = `secret-${randomUUID()}`;
-        const c = await post({ resourceType: 'ClientApplication', name: `${name} ${admin ? 'admin' : 'member'}`, secret, meta: { project: projectId } });
+        const c = await post({
+          resourceType: 'ClientApplication',
+          name: `${name} ${admin ? 'admin' : 'member'}`,
+          secret,
+          meta: { project: projectId },
+        });
         await post({
           resourceType: 'ProjectMembership',
           meta: { project: projectId },

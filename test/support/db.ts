@@ -25,7 +25,10 @@ async function openTestPglite(): Promise<Db> {
   return db;
 }
 
-export async function openTestPostgres(url: string, schema = `t_${randomBytes(6).toString('hex')}`): Promise<Db> {
+export async function openTestPostgres(
+  url: string,
+  schema = `t_${randomBytes(6).toString('hex')}`,
+): Promise<Db> {
   const admin = await openPostgres(url, { max: 1 });
   try {
     await admin.exec(`CREATE SCHEMA IF NOT EXISTS ${schema}`);

@@ -32,4 +32,3 @@ export const KNOWN_BAD_EXAMPLES: Record<string, string[]> = {
   // Display-only nested items have no linkId (Questionnaire.item.linkId is 1..1): 32 items.
   'Questionnaire-qs1.json': Array.from({ length: 32 }, () => "Missing required element 'linkId'"),
 };
-

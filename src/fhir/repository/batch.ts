@@ -7,7 +7,14 @@ import { bundleToJson, type BundleEntryText } from '../bundle.js';
 import { FhirError } from '../outcome.js';
 import { RawJson, type FhirResult } from '../result.js';
 import type { Resource } from '../types.js';
-import { assertBundle, errorEntry, parseEntry, resultEntry, runEntry, type ParsedEntry } from './bundle-entry.js';
+import {
+  assertBundle,
+  errorEntry,
+  parseEntry,
+  resultEntry,
+  runEntry,
+  type ParsedEntry,
+} from './bundle-entry.js';
 import type { RepoContext } from './context.js';
 import { commitCreates, createdResult, createResource } from './create.js';
 import { prepareWrite, type PreparedWrite } from './prepare.js';
@@ -26,7 +33,11 @@ export async function processBatch(
       out[i] = errorEntry(err);
     } else {
       onUnexpected(err);
-      out[i] = errorEntry(new FhirError('exception', 'Internal error processing this entry', 'bundle.entry-internal', { status: 500 }));
+      out[i] = errorEntry(
+        new FhirError('exception', 'Internal error processing this entry', 'bundle.entry-internal', {
+          status: 500,
+        }),
+      );
     }
   };
   const parsed: (ParsedEntry | undefined)[] = entry.map((raw, i) => {
@@ -48,7 +59,12 @@ export async function processBatch(
     }
   }
   try {
-    await db.transaction((tx) => commitCreates(tx, group.map((g) => g.p)));
+    await db.transaction((tx) =>
+      commitCreates(
+        tx,
+        group.map((g) => g.p),
+      ),
+    );
     for (const g of group) out[g.i] = resultEntry(createdResult(g.p), ctx.fhirBase);
   } catch {
     for (const g of group) {
@@ -64,7 +80,12 @@ export async function processBatch(
     try {
       const r =
         e.method === 'POST'
-          ? await createResource(db, ctx, e.resource as Resource, e.ifNoneExist ? { ifNoneExist: e.ifNoneExist } : {})
+          ? await createResource(
+              db,
+              ctx,
+              e.resource as Resource,
+              e.ifNoneExist ? { ifNoneExist: e.ifNoneExist } : {},
+            )
           : await db.transaction((tx) => runEntry(tx, ctx, e));
       out[e.index] = resultEntry(r, ctx.fhirBase);
     } catch (err) {

@@ -33,15 +33,19 @@ export interface ParsedEntry {
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']);
 
 function bad(index: number, message: string, code: string): FhirError {
-  return new FhirError('invalid', `Bundle.entry[${index}]: ${message}`, code, { expression: [`Bundle.entry[${index}]`] });
+  return new FhirError('invalid', `Bundle.entry[${index}]: ${message}`, code, {
+    expression: [`Bundle.entry[${index}]`],
+  });
 }
 
 export function parseEntry(raw: unknown, index: number, fhirBase: string): ParsedEntry {
-  if (typeof raw !== 'object' || raw === null) throw bad(index, 'an entry must be an object', 'bundle.entry-shape');
+  if (typeof raw !== 'object' || raw === null)
+    throw bad(index, 'an entry must be an object', 'bundle.entry-shape');
   const e = raw as { fullUrl?: unknown; resource?: unknown; request?: Record<string, unknown> };
   const req = e.request;
   const method = typeof req?.method === 'string' ? req.method.toUpperCase() : '';
-  if (!METHODS.has(method)) throw bad(index, 'request.method must be GET, POST, PUT, PATCH or DELETE', 'bundle.entry-method');
+  if (!METHODS.has(method))
+    throw bad(index, 'request.method must be GET, POST, PUT, PATCH or DELETE', 'bundle.entry-method');
   let url = typeof req?.url === 'string' ? req.url : '';
   if (url.startsWith(fhirBase + '/')) url = url.slice(fhirBase.length + 1);
   url = url.replace(/^\/+/, '');
@@ -53,7 +57,12 @@ export function parseEntry(raw: unknown, index: number, fhirBase: string): Parse
   }
   const seg = path.split('/').filter((s) => s.length > 0);
   const type = seg[0] ?? '';
-  if (!isResourceType(type)) throw new FhirError('not-found', `Bundle.entry[${index}]: unknown resource type ${type.slice(0, 64)}`, 'bundle.entry-type');
+  if (!isResourceType(type))
+    throw new FhirError(
+      'not-found',
+      `Bundle.entry[${index}]: unknown resource type ${type.slice(0, 64)}`,
+      'bundle.entry-type',
+    );
   const out: ParsedEntry = { index, method: method as ParsedEntry['method'], type, query };
   if (seg[1] === '_history' || seg[1] === '_search') out.action = seg[1];
   else if (seg[1] !== undefined) out.id = seg[1];
@@ -66,11 +75,20 @@ export function parseEntry(raw: unknown, index: number, fhirBase: string): Parse
   if (typeof req?.ifNoneExist === 'string') out.ifNoneExist = req.ifNoneExist;
   if (typeof req?.ifMatch === 'string') out.ifMatch = req.ifMatch;
   if ((method === 'PUT' || method === 'DELETE' || method === 'PATCH') && !out.id) {
-    throw bad(index, `${method} needs a url of the form Type/id (conditional ${method} is not supported)`, 'bundle.entry-url');
+    throw bad(
+      index,
+      `${method} needs a url of the form Type/id (conditional ${method} is not supported)`,
+      'bundle.entry-url',
+    );
   }
-  if ((method === 'POST' || method === 'PUT') && !out.resource) throw bad(index, `${method} needs a resource`, 'bundle.entry-resource');
+  if ((method === 'POST' || method === 'PUT') && !out.resource)
+    throw bad(index, `${method} needs a resource`, 'bundle.entry-resource');
   if (out.resource && (method === 'POST' || method === 'PUT') && out.resource.resourceType !== type) {
-    throw bad(index, `the resource type ${out.resource.resourceType} does not match the url`, 'bundle.entry-mismatch');
+    throw bad(
+      index,
+      `the resource type ${out.resource.resourceType} does not match the url`,
+      'bundle.entry-mismatch',
+    );
   }
   return out;
 }
@@ -85,7 +103,11 @@ function patchOps(entry: ParsedEntry): unknown {
       throw bad(entry.index, 'the Binary does not hold a JSON Patch', 'bundle.entry-patch');
     }
   }
-  throw bad(entry.index, 'PATCH needs a Binary resource with a JSON Patch (application/json-patch+json)', 'bundle.entry-patch');
+  throw bad(
+    entry.index,
+    'PATCH needs a Binary resource with a JSON Patch (application/json-patch+json)',
+    'bundle.entry-patch',
+  );
 }
 
 /** Runs a non-create entry (creates are batched by the callers). */
@@ -96,12 +118,26 @@ export async function runEntry(tx: Queryable, ctx: RepoContext, e: ParsedEntry):
       if (e.action === '_history') {
         return e.versionId
           ? vreadResource(tx, ctx, e.type, e.id as string, e.versionId)
-          : history(tx, ctx, e.type, e.id, e.query, `${ctx.fhirBase}/${e.type}${e.id ? `/${e.id}` : ''}/_history`);
+          : history(
+              tx,
+              ctx,
+              e.type,
+              e.id,
+              e.query,
+              `${ctx.fhirBase}/${e.type}${e.id ? `/${e.id}` : ''}/_history`,
+            );
       }
       if (e.id) return readResource(tx, ctx, e.type, e.id);
       return searchResources(tx, ctx, e.type, e.query, `${ctx.fhirBase}/${e.type}`);
     case 'PUT':
-      return updateInTx(tx, ctx, e.type, e.id as string, { ...(e.resource as Resource), id: (e.resource as Resource).id ?? e.id }, e.ifMatch);
+      return updateInTx(
+        tx,
+        ctx,
+        e.type,
+        e.id as string,
+        { ...(e.resource as Resource), id: (e.resource as Resource).id ?? e.id },
+        e.ifMatch,
+      );
     case 'PATCH':
       return patchInTx(tx, ctx, e.type, e.id as string, patchOps(e), e.ifMatch);
     case 'DELETE':
@@ -111,7 +147,23 @@ export async function runEntry(tx: Queryable, ctx: RepoContext, e: ParsedEntry):
   }
 }
 
-const REASONS: Record<number, string> = { 200: 'OK', 201: 'Created', 204: 'No Content', 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 405: 'Method Not Allowed', 409: 'Conflict', 410: 'Gone', 412: 'Precondition Failed', 413: 'Payload Too Large', 422: 'Unprocessable Entity', 500: 'Internal Server Error', 503: 'Service Unavailable' };
+const REASONS: Record<number, string> = {
+  200: 'OK',
+  201: 'Created',
+  204: 'No Content',
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  409: 'Conflict',
+  410: 'Gone',
+  412: 'Precondition Failed',
+  413: 'Payload Too Large',
+  422: 'Unprocessable Entity',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+};
 
 export function statusLine(status: number): string {
   return `${status} ${REASONS[status] ?? ''}`.trim();
@@ -155,19 +207,33 @@ export function rewriteReferences(value: unknown, map: ReadonlyMap<string, strin
   }
 }
 
-export function assertBundle(body: unknown, maxEntries: number): { type: 'batch' | 'transaction'; entry: unknown[] } {
+export function assertBundle(
+  body: unknown,
+  maxEntries: number,
+): { type: 'batch' | 'transaction'; entry: unknown[] } {
   const b = assertBody(body, 'Bundle') as Resource & { type?: unknown; entry?: unknown };
   if (b.type !== 'batch' && b.type !== 'transaction') {
-    throw new FhirError('invalid', 'Only Bundles of type batch or transaction can be posted to the base', 'bundle.type', {
-      expression: ['Bundle.type'],
-    });
+    throw new FhirError(
+      'invalid',
+      'Only Bundles of type batch or transaction can be posted to the base',
+      'bundle.type',
+      {
+        expression: ['Bundle.type'],
+      },
+    );
   }
   const entry = b.entry === undefined ? [] : b.entry;
-  if (!Array.isArray(entry)) throw new FhirError('invalid', 'Bundle.entry must be an array', 'bundle.entry-array');
+  if (!Array.isArray(entry))
+    throw new FhirError('invalid', 'Bundle.entry must be an array', 'bundle.entry-array');
   if (entry.length > maxEntries) {
-    throw new FhirError('too-long', `The Bundle has ${entry.length} entries; at most ${maxEntries} are accepted`, 'bundle.too-many', {
-      status: 413,
-    });
+    throw new FhirError(
+      'too-long',
+      `The Bundle has ${entry.length} entries; at most ${maxEntries} are accepted`,
+      'bundle.too-many',
+      {
+        status: 413,
+      },
+    );
   }
   return { type: b.type, entry };
 }

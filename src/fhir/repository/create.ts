@@ -15,7 +15,8 @@ import type { Queryable } from '../../storage/db.js';
 export async function commitCreates(tx: Queryable, items: readonly PreparedWrite[]): Promise<void> {
   await insertResources(tx, items);
   for (const it of items) {
-    if (it.secrets.length) await storeSecrets(tx, it.resource.resourceType, it.resource.id as string, it.secrets);
+    if (it.secrets.length)
+      await storeSecrets(tx, it.resource.resourceType, it.resource.id as string, it.secrets);
   }
 }
 
@@ -64,9 +65,14 @@ export async function createResource(
   if (opts.ifNoneExist) {
     const found = await matchCondition(db, ctx, input.resourceType, opts.ifNoneExist);
     if (found.length > 1) {
-      throw new FhirError('duplicate', 'If-None-Exist matched more than one resource', 'rest.ccreate-multiple', {
-        status: 412,
-      });
+      throw new FhirError(
+        'duplicate',
+        'If-None-Exist matched more than one resource',
+        'rest.ccreate-multiple',
+        {
+          status: 412,
+        },
+      );
     }
     const hit = found[0];
     if (hit) return { status: 200, body: new RawJson(hit.json), location: `${hit.resourceType}/${hit.id}` };

@@ -7,12 +7,20 @@ import type { RepoContext } from './context.js';
 import { readVisibleRow } from './read.js';
 import { writeVersion } from './store.js';
 
-export async function deleteInTx(tx: Queryable, ctx: RepoContext, resourceType: string, id: string): Promise<FhirResult> {
+export async function deleteInTx(
+  tx: Queryable,
+  ctx: RepoContext,
+  resourceType: string,
+  id: string,
+): Promise<FhirResult> {
   assertWrite(ctx.actor, resourceType);
   const row = await readVisibleRow(tx, ctx, resourceType, id, true);
   if (!row) throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'rest.delete.not-found');
   if (row.deleted) {
-    return { status: 200, body: outcome('information', 'informational', `${resourceType}/${id} was already deleted`) };
+    return {
+      status: 200,
+      body: outcome('information', 'informational', `${resourceType}/${id} was already deleted`),
+    };
   }
   const versionId = row.version_id + 1;
   await writeVersion(tx, row.rid, resourceType, id, {
@@ -28,6 +36,11 @@ export async function deleteInTx(tx: Queryable, ctx: RepoContext, resourceType: 
   };
 }
 
-export function deleteResource(db: Db, ctx: RepoContext, resourceType: string, id: string): Promise<FhirResult> {
+export function deleteResource(
+  db: Db,
+  ctx: RepoContext,
+  resourceType: string,
+  id: string,
+): Promise<FhirResult> {
   return db.transaction((tx) => deleteInTx(tx, ctx, resourceType, id));
 }

@@ -33,8 +33,15 @@ function intParam(name: string, value: string | undefined, dflt: number, max: nu
 
 function sinceParam(value: string | undefined): string | undefined {
   if (value === undefined) return undefined;
-  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(value) || isNaN(Date.parse(value))) {
-    throw new FhirError('invalid', `Invalid _since (an instant is required): ${value.slice(0, 40)}`, 'history.bad-since');
+  if (
+    !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(value) ||
+    isNaN(Date.parse(value))
+  ) {
+    throw new FhirError(
+      'invalid',
+      `Invalid _since (an instant is required): ${value.slice(0, 40)}`,
+      'history.bad-since',
+    );
   }
   return new Date(value).toISOString();
 }
@@ -44,7 +51,10 @@ function entry(ctx: RepoContext, r: HistoryRow, first: boolean): BundleEntryText
   return {
     fullUrl: `${ctx.fhirBase}/${url}`,
     ...(r.json !== null && !r.deleted ? { resource: r.json } : {}),
-    request: { method: r.deleted ? 'DELETE' : first ? 'POST' : 'PUT', url: r.version_id === 1 ? r.resource_type : url },
+    request: {
+      method: r.deleted ? 'DELETE' : first ? 'POST' : 'PUT',
+      url: r.version_id === 1 ? r.resource_type : url,
+    },
     response: {
       status: r.deleted ? '204' : r.version_id === 1 ? '201' : '200',
       etag: `W/"${r.version_id}"`,

@@ -41,7 +41,12 @@ export async function patchInTx(
       failedTest ? { status: 412 } : {},
     );
   }
-  if (patched === null || typeof patched !== 'object' || patched.resourceType !== resourceType || patched.id !== id) {
+  if (
+    patched === null ||
+    typeof patched !== 'object' ||
+    patched.resourceType !== resourceType ||
+    patched.id !== id
+  ) {
     throw new FhirError('invalid', 'JSON Patch must not change resourceType or id', 'rest.patch.identity');
   }
   return writeNextVersion(tx, ctx, row, patched);

@@ -15,12 +15,17 @@ export interface PreparedWrite extends NewVersion {
 const ID_RE = /^[A-Za-z0-9\-.]{1,64}$/;
 
 export function assertId(id: string): void {
-  if (!ID_RE.test(id)) throw new FhirError('invalid', `Invalid resource id: ${id.slice(0, 80)}`, 'rest.bad-id');
+  if (!ID_RE.test(id))
+    throw new FhirError('invalid', `Invalid resource id: ${id.slice(0, 80)}`, 'rest.bad-id');
 }
 
 export function assertBody(body: unknown, resourceType?: string): Resource {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new FhirError('structure', 'The request body must be a FHIR resource (a JSON object)', 'rest.body-shape');
+    throw new FhirError(
+      'structure',
+      'The request body must be a FHIR resource (a JSON object)',
+      'rest.body-shape',
+    );
   }
   const r = body as Resource;
   if (typeof r.resourceType !== 'string') {

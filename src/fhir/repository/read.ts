@@ -21,7 +21,12 @@ export async function readVisibleRow(
   return row && visible(ctx, row.project_id) ? row : undefined;
 }
 
-export async function readResource(db: Queryable, ctx: RepoContext, resourceType: string, id: string): Promise<FhirResult> {
+export async function readResource(
+  db: Queryable,
+  ctx: RepoContext,
+  resourceType: string,
+  id: string,
+): Promise<FhirResult> {
   assertRead(ctx.actor, resourceType);
   const row = await readVisibleRow(db, ctx, resourceType, id);
   if (!row) throw notFound(resourceType, id);
@@ -30,7 +35,12 @@ export async function readResource(db: Queryable, ctx: RepoContext, resourceType
       headers: { etag: `W/"${row.version_id}"` },
     });
   }
-  return { status: 200, body: new RawJson(row.json), versionId: String(row.version_id), lastModified: row.last_updated };
+  return {
+    status: 200,
+    body: new RawJson(row.json),
+    versionId: String(row.version_id),
+    lastModified: row.last_updated,
+  };
 }
 
 export async function vreadResource(
@@ -48,5 +58,10 @@ export async function vreadResource(
   if (row.deleted || row.json === null) {
     throw new FhirError('deleted', `Deleted: ${resourceType}/${id}/_history/${versionId}`, 'rest.vread.gone');
   }
-  return { status: 200, body: new RawJson(row.json), versionId: String(row.version_id), lastModified: row.last_updated };
+  return {
+    status: 200,
+    body: new RawJson(row.json),
+    versionId: String(row.version_id),
+    lastModified: row.last_updated,
+  };
 }

@@ -28,11 +28,19 @@ export async function searchResources(
   const entry: BundleEntryText[] = [];
   if (req.summary !== 'count') {
     for (const m of result.matches) {
-      entry.push({ fullUrl: `${ctx.fhirBase}/${m.resourceType}/${m.id}`, resource: shape(m.json), search: { mode: 'match' } });
+      entry.push({
+        fullUrl: `${ctx.fhirBase}/${m.resourceType}/${m.id}`,
+        resource: shape(m.json),
+        search: { mode: 'match' },
+      });
     }
     for (const m of result.included) {
       if (!canRead(ctx.actor, m.resourceType)) continue;
-      entry.push({ fullUrl: `${ctx.fhirBase}/${m.resourceType}/${m.id}`, resource: m.json, search: { mode: 'include' } });
+      entry.push({
+        fullUrl: `${ctx.fhirBase}/${m.resourceType}/${m.id}`,
+        resource: m.json,
+        search: { mode: 'include' },
+      });
     }
   }
   const text = bundleToJson(

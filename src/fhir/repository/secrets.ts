@@ -33,7 +33,11 @@ export function extractSecrets(
       plain = generateSecret();
       revealed = plain;
     }
-    return { resource: rest, secrets: plain ? [{ kind: 'client_secret', hash: sha256(plain) }] : [], revealed };
+    return {
+      resource: rest,
+      secrets: plain ? [{ kind: 'client_secret', hash: sha256(plain) }] : [],
+      revealed,
+    };
   }
   if (resource.resourceType === 'User') {
     // Passwords are set only through the login service (bcrypt); a hash sent through FHIR is dropped.

@@ -14,7 +14,8 @@ export interface StoredRow {
   json: string;
 }
 
-const ROW_COLUMNS = 'rid, resource_type, id, project_id, version_id, last_updated, deleted, content::text AS json';
+const ROW_COLUMNS =
+  'rid, resource_type, id, project_id, version_id, last_updated, deleted, content::text AS json';
 
 export async function selectCurrent(
   db: Queryable,
@@ -88,7 +89,13 @@ export async function writeVersion(
   rid: number,
   resourceType: string,
   id: string,
-  v: { resource: Resource | null; projectId: string; versionId: number; lastUpdated: Date; previous?: string },
+  v: {
+    resource: Resource | null;
+    projectId: string;
+    versionId: number;
+    lastUpdated: Date;
+    previous?: string;
+  },
 ): Promise<void> {
   const deleted = v.resource === null;
   const lastUpdated = v.lastUpdated.toISOString();
@@ -102,7 +109,16 @@ export async function writeVersion(
   await tx.query(
     `INSERT INTO resource_history (rid, resource_type, id, version_id, project_id, last_updated, deleted, content)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb)`,
-    [rid, resourceType, id, v.versionId, v.projectId, lastUpdated, deleted, deleted ? null : JSON.stringify(v.resource)],
+    [
+      rid,
+      resourceType,
+      id,
+      v.versionId,
+      v.projectId,
+      lastUpdated,
+      deleted,
+      deleted ? null : JSON.stringify(v.resource),
+    ],
   );
   await deleteIndex(tx, [rid]);
   if (v.resource) await writeIndex(tx, [{ rid, resource: v.resource }]);

@@ -7,7 +7,14 @@ import { bundleToJson, type BundleEntryText } from '../bundle.js';
 import { FhirError } from '../outcome.js';
 import { RawJson, type FhirResult } from '../result.js';
 import type { Resource } from '../types.js';
-import { assertBundle, parseEntry, resultEntry, rewriteReferences, runEntry, type ParsedEntry } from './bundle-entry.js';
+import {
+  assertBundle,
+  parseEntry,
+  resultEntry,
+  rewriteReferences,
+  runEntry,
+  type ParsedEntry,
+} from './bundle-entry.js';
 import type { RepoContext } from './context.js';
 import { commitCreates, createdResult, matchCondition } from './create.js';
 import { prepareWrite, type PreparedWrite } from './prepare.js';
@@ -25,20 +32,41 @@ function inEntry(e: ParsedEntry, err: unknown): unknown {
   });
 }
 
-const ORDER: Record<ParsedEntry['method'], number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 2, GET: 3, HEAD: 3 };
+const ORDER: Record<ParsedEntry['method'], number> = {
+  DELETE: 0,
+  POST: 1,
+  PUT: 2,
+  PATCH: 2,
+  GET: 3,
+  HEAD: 3,
+};
 
-export async function processTransaction(db: Db, ctx: RepoContext, body: unknown, maxEntries: number): Promise<FhirResult> {
+export async function processTransaction(
+  db: Db,
+  ctx: RepoContext,
+  body: unknown,
+  maxEntries: number,
+): Promise<FhirResult> {
   const { entry } = assertBundle(body, maxEntries);
   const entries = entry.map((raw, i) => parseEntry(raw, i, ctx.fhirBase));
   const seen = new Set<string>();
   for (const e of entries) {
     if (e.id && e.method !== 'GET' && e.method !== 'HEAD') {
       const key = `${e.type}/${e.id}`;
-      if (seen.has(key)) throw new FhirError('invalid', `Bundle.entry[${e.index}]: ${key} is changed by two entries`, 'bundle.duplicate-target');
+      if (seen.has(key))
+        throw new FhirError(
+          'invalid',
+          `Bundle.entry[${e.index}]: ${key} is changed by two entries`,
+          'bundle.duplicate-target',
+        );
       seen.add(key);
     }
     if (e.fullUrl && seen.has(`fullUrl ${e.fullUrl}`)) {
-      throw new FhirError('invalid', `Bundle.entry[${e.index}]: fullUrl ${e.fullUrl} appears twice`, 'bundle.duplicate-fullurl');
+      throw new FhirError(
+        'invalid',
+        `Bundle.entry[${e.index}]: fullUrl ${e.fullUrl} appears twice`,
+        'bundle.duplicate-fullurl',
+      );
     }
     if (e.fullUrl) seen.add(`fullUrl ${e.fullUrl}`);
   }
@@ -54,12 +82,24 @@ export async function processTransaction(db: Db, ctx: RepoContext, body: unknown
               throw inEntry(e, err);
             });
             if (found.length > 1) {
-              throw inEntry(e, new FhirError('duplicate', 'If-None-Exist matched more than one resource', 'bundle.ccreate-multiple', { status: 412 }));
+              throw inEntry(
+                e,
+                new FhirError(
+                  'duplicate',
+                  'If-None-Exist matched more than one resource',
+                  'bundle.ccreate-multiple',
+                  { status: 412 },
+                ),
+              );
             }
             const hit = found[0];
             if (hit) {
               if (e.fullUrl) idMap.set(e.fullUrl, `${hit.resourceType}/${hit.id}`);
-              out[e.index] = { status: 200, body: new RawJson(hit.json), location: `${hit.resourceType}/${hit.id}` };
+              out[e.index] = {
+                status: 200,
+                body: new RawJson(hit.json),
+                location: `${hit.resourceType}/${hit.id}`,
+              };
               continue;
             }
           }
@@ -90,7 +130,14 @@ export async function processTransaction(db: Db, ctx: RepoContext, body: unknown
       for (const e of sorted) {
         if (e.method === 'DELETE' || out[e.index]) continue;
         if (e.method === 'POST') {
-          throw inEntry(e, new FhirError('not-supported', 'POST to an operation is not supported in a transaction', 'bundle.post-action'));
+          throw inEntry(
+            e,
+            new FhirError(
+              'not-supported',
+              'POST to an operation is not supported in a transaction',
+              'bundle.post-action',
+            ),
+          );
         }
         out[e.index] = await runEntry(tx, ctx, e).catch((err: unknown) => {
           throw inEntry(e, err);
@@ -99,13 +146,20 @@ export async function processTransaction(db: Db, ctx: RepoContext, body: unknown
       return out as FhirResult[];
     });
     const text = bundleToJson(
-      { type: 'transaction-response', entry: results.map((r): BundleEntryText => resultEntry(r, ctx.fhirBase)) },
+      {
+        type: 'transaction-response',
+        entry: results.map((r): BundleEntryText => resultEntry(r, ctx.fhirBase)),
+      },
       randomUUID(),
     );
     return { status: 200, body: new RawJson(text) };
   } catch (err) {
     if (sqlState(err) === UNIQUE_VIOLATION) {
-      throw new FhirError('conflict', 'A concurrent request wrote the same resource; retry the transaction', 'bundle.race');
+      throw new FhirError(
+        'conflict',
+        'A concurrent request wrote the same resource; retry the transaction',
+        'bundle.race',
+      );
     }
     throw err;
   }

@@ -13,7 +13,12 @@ import { selectCurrent, writeVersion, type StoredRow } from './store.js';
 /** Parses `W/"3"` or `"3"` or `3`; a malformed If-Match is a 400. */
 export function parseIfMatch(value: string): number {
   const m = /^(?:W\/)?"?(\d+)"?$/.exec(value.trim());
-  if (!m) throw new FhirError('invalid', `Malformed If-Match header: ${value.slice(0, 60)}`, 'rest.if-match-format');
+  if (!m)
+    throw new FhirError(
+      'invalid',
+      `Malformed If-Match header: ${value.slice(0, 60)}`,
+      'rest.if-match-format',
+    );
   return Number(m[1]);
 }
 
@@ -54,9 +59,14 @@ export async function updateInTx(
 ): Promise<FhirResult> {
   assertId(id);
   if (input.id !== id) {
-    throw new FhirError('invalid', `The resource id (${String(input.id)}) must equal the URL id (${id})`, 'rest.update.id', {
-      expression: [`${resourceType}.id`],
-    });
+    throw new FhirError(
+      'invalid',
+      `The resource id (${String(input.id)}) must equal the URL id (${id})`,
+      'rest.update.id',
+      {
+        expression: [`${resourceType}.id`],
+      },
+    );
   }
   const locked = await selectCurrent(tx, resourceType, id, true);
   if (locked && !visible(ctx, locked.project_id)) {
@@ -87,7 +97,11 @@ export async function updateResource(
     return await db.transaction((tx) => updateInTx(tx, ctx, resourceType, id, input, opts.ifMatch));
   } catch (err) {
     if (sqlState(err) === UNIQUE_VIOLATION) {
-      throw new FhirError('conflict', `Concurrent create of ${resourceType}/${id}; retry`, 'rest.update.race');
+      throw new FhirError(
+        'conflict',
+        `Concurrent create of ${resourceType}/${id}; retry`,
+        'rest.update.race',
+      );
     }
     throw err;
   }

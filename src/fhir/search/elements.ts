@@ -2,7 +2,10 @@
 // https://hl7.org/fhir/R4/search.html#elements
 import { elementInfo } from './model.js';
 
-export const SUBSETTED = { system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationValue', code: 'SUBSETTED' };
+export const SUBSETTED = {
+  system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationValue',
+  code: 'SUBSETTED',
+};
 
 const ALWAYS = new Set(['resourceType', 'id', 'meta']);
 

@@ -32,7 +32,11 @@ interface PageRow {
   [key: string]: unknown;
 }
 
-export async function executeSearch(db: Queryable, req: SearchRequest, scope: AccessScope): Promise<SearchResult> {
+export async function executeSearch(
+  db: Queryable,
+  req: SearchRequest,
+  scope: AccessScope,
+): Promise<SearchResult> {
   const countOnly = req.summary === 'count' || req.count === 0;
   const wantTotal = countOnly || req.total === 'accurate' || req.total === 'estimate';
   const result: SearchResult = { matches: [], included: [] };
@@ -59,7 +63,12 @@ export async function executeSearch(db: Queryable, req: SearchRequest, scope: Ac
   return result;
 }
 
-async function includes(db: Queryable, req: SearchRequest, scope: AccessScope, page: PageRow[]): Promise<SearchEntry[]> {
+async function includes(
+  db: Queryable,
+  req: SearchRequest,
+  scope: AccessScope,
+  page: PageRow[],
+): Promise<SearchEntry[]> {
   if (req.include.length === 0 && req.revinclude.length === 0) return [];
   const seen = new Set(page.map((r) => `${r.resource_type}/${r.id}`));
   const out: SearchEntry[] = [];

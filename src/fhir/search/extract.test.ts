@@ -21,9 +21,15 @@ describe('registry', () => {
     expect(name).toMatchObject({ code: 'name', type: 'string', expression: 'Patient.name' });
     expect(getSearchParam('Practitioner', 'name')?.expression).toBe('Practitioner.name');
     expect(getSearchParam('Observation', 'subject')?.targets).toContain('Patient');
-    expect(getSearchParam('Observation', 'patient')?.expression).toBe('Observation.subject.where(resolve() is Patient)');
-    expect(getSearchParam('Observation', 'value-quantity')?.expression).toBe('(Observation.value as Quantity) | (Observation.value as SampledData)');
-    expect(getSearchParam('InsurancePlan', 'name')?.expression).toBe('InsurancePlan.name | InsurancePlan.alias');
+    expect(getSearchParam('Observation', 'patient')?.expression).toBe(
+      'Observation.subject.where(resolve() is Patient)',
+    );
+    expect(getSearchParam('Observation', 'value-quantity')?.expression).toBe(
+      '(Observation.value as Quantity) | (Observation.value as SampledData)',
+    );
+    expect(getSearchParam('InsurancePlan', 'name')?.expression).toBe(
+      'InsurancePlan.name | InsurancePlan.alias',
+    );
     for (const t of ['Patient', 'Project', 'AsyncJob', 'Login']) {
       expect(getSearchParam(t, '_id')?.expression).toBe(`${t}.id`);
       expect(getSearchParam(t, '_lastUpdated')?.type).toBe('date');
@@ -38,7 +44,11 @@ describe('registry', () => {
   });
 
   it('splits unions outside parentheses and quotes only', () => {
-    expect(splitUnion("A.b | (A.c as X) | A.d.where(e='x|y')")).toEqual(['A.b', '(A.c as X)', "A.d.where(e='x|y')"]);
+    expect(splitUnion("A.b | (A.c as X) | A.d.where(e='x|y')")).toEqual([
+      'A.b',
+      '(A.c as X)',
+      "A.d.where(e='x|y')",
+    ]);
   });
 });
 
@@ -54,7 +64,9 @@ describe('fast path', () => {
   });
 
   it('agrees with HL7 fhirpath on every R4 example for every parameter it handles', () => {
-    const files = fs.readdirSync(EXAMPLES).filter((f) => f.endsWith('.json') && f !== 'package.json' && !f.startsWith('.'));
+    const files = fs
+      .readdirSync(EXAMPLES)
+      .filter((f) => f.endsWith('.json') && f !== 'package.json' && !f.startsWith('.'));
     expect(files.length).toBeGreaterThan(5000);
     let compared = 0;
     let withValues = 0;
@@ -80,7 +92,8 @@ describe('fast path', () => {
         if (mine.length > 0) withValues++;
         const a = sortedKeys(mine);
         const b = sortedKeys(theirs);
-        if (JSON.stringify(a) !== JSON.stringify(b)) mismatches.push(`${f} ${p.param.code}: ${a.join()} != ${b.join()}`);
+        if (JSON.stringify(a) !== JSON.stringify(b))
+          mismatches.push(`${f} ${p.param.code}: ${a.join()} != ${b.join()}`);
       }
     }
     console.log(
@@ -96,11 +109,19 @@ describe('fast path', () => {
     expect(p && fastEvaluator('Patient', p)).toBeUndefined();
     const dead = { resourceType: 'Patient', deceasedDateTime: '2020-01-01' };
     expect(extractValues(dead, p!)).toEqual([{ t: 'token', system: null, value: 'true', text: null }]);
-    const pm = { resourceType: 'ProjectMembership', profile: { reference: 'Practitioner/1' }, externalId: 'ext-1' };
+    const pm = {
+      resourceType: 'ProjectMembership',
+      profile: { reference: 'Practitioner/1' },
+      externalId: 'ext-1',
+    };
     const profileType = getSearchParam('ProjectMembership', 'profile-type');
-    expect(extractValues(pm, profileType!)).toEqual([{ t: 'token', system: null, value: 'Practitioner', text: null }]);
+    expect(extractValues(pm, profileType!)).toEqual([
+      { t: 'token', system: null, value: 'Practitioner', text: null },
+    ]);
     const all = extractAll(pm);
-    expect(all.find((x) => x.code === 'external-id')?.values).toEqual([{ t: 'string', norm: 'ext-1', exact: 'ext-1' }]);
+    expect(all.find((x) => x.code === 'external-id')?.values).toEqual([
+      { t: 'string', norm: 'ext-1', exact: 'ext-1' },
+    ]);
     expect(all.find((x) => x.code === 'profile')?.values[0]).toMatchObject({ ref: 'Practitioner/1' });
   });
 });
@@ -110,15 +131,27 @@ describe('normalisation', () => {
     expect(normaliseString('Zoë ÅNGSTRÖM')).toBe('zoe angstrom');
     expect(normaliseString('x'.repeat(300))).toHaveLength(255);
     const name = getSearchParam('Patient', 'name')!;
-    const v = extractValues({ resourceType: 'Patient', name: [{ family: 'Müller', given: ['Zoë', 'A'], text: 'Dr Z' }] }, name);
-    expect(v.map((x) => (x.t === 'string' ? x.norm : ''))).toEqual(['zoe', 'a', 'muller', 'zoe a muller', 'dr z']);
+    const v = extractValues(
+      { resourceType: 'Patient', name: [{ family: 'Müller', given: ['Zoë', 'A'], text: 'Dr Z' }] },
+      name,
+    );
+    expect(v.map((x) => (x.t === 'string' ? x.norm : ''))).toEqual([
+      'zoe',
+      'a',
+      'muller',
+      'zoe a muller',
+      'dr z',
+    ]);
   });
 
   it('tokens from Coding, CodeableConcept, Identifier, ContactPoint, code and boolean', () => {
     const code = getSearchParam('Observation', 'code')!;
     expect(
       extractValues(
-        { resourceType: 'Observation', code: { coding: [{ system: 's', code: 'c', display: 'Dísplay' }], text: 'Text' } },
+        {
+          resourceType: 'Observation',
+          code: { coding: [{ system: 's', code: 'c', display: 'Dísplay' }], text: 'Text' },
+        },
         code,
       ),
     ).toEqual([
@@ -131,26 +164,46 @@ describe('normalisation', () => {
     ]);
     const phone = getSearchParam('Patient', 'phone')!;
     expect(
-      extractValues({ resourceType: 'Patient', telecom: [{ system: 'phone', value: '1' }, { system: 'email', value: 'e' }] }, phone),
+      extractValues(
+        {
+          resourceType: 'Patient',
+          telecom: [
+            { system: 'phone', value: '1' },
+            { system: 'email', value: 'e' },
+          ],
+        },
+        phone,
+      ),
     ).toEqual([{ t: 'token', system: 'phone', value: '1', text: null }]);
   });
 
   it('references: relative, absolute reduced to Type/id, urn and contained', () => {
     const subject = getSearchParam('Observation', 'subject')!;
-    const ref = (reference: string) => extractValues({ resourceType: 'Observation', subject: { reference } }, subject);
-    expect(ref('Patient/1')).toEqual([{ t: 'reference', targetType: 'Patient', targetId: '1', ref: 'Patient/1' }]);
+    const ref = (reference: string) =>
+      extractValues({ resourceType: 'Observation', subject: { reference } }, subject);
+    expect(ref('Patient/1')).toEqual([
+      { t: 'reference', targetType: 'Patient', targetId: '1', ref: 'Patient/1' },
+    ]);
     expect(ref('https://x.org/fhir/Patient/1/_history/3')).toEqual([
       { t: 'reference', targetType: 'Patient', targetId: '1', ref: 'Patient/1' },
     ]);
-    expect(ref('urn:uuid:abc')).toEqual([{ t: 'reference', targetType: null, targetId: null, ref: 'urn:uuid:abc' }]);
+    expect(ref('urn:uuid:abc')).toEqual([
+      { t: 'reference', targetType: null, targetId: null, ref: 'urn:uuid:abc' },
+    ]);
     expect(ref('#contained')).toEqual([]);
     expect(referenceParts('Nope/1')).toBeUndefined();
   });
 
   it('dates become [low, high) ranges at their precision', () => {
     expect(dateRange('2020')).toEqual({ low: '2020-01-01T00:00:00.000Z', high: '2021-01-01T00:00:00.000Z' });
-    expect(dateRange('2020-02')).toEqual({ low: '2020-02-01T00:00:00.000Z', high: '2020-03-01T00:00:00.000Z' });
-    expect(dateRange('2020-12-31')).toEqual({ low: '2020-12-31T00:00:00.000Z', high: '2021-01-01T00:00:00.000Z' });
+    expect(dateRange('2020-02')).toEqual({
+      low: '2020-02-01T00:00:00.000Z',
+      high: '2020-03-01T00:00:00.000Z',
+    });
+    expect(dateRange('2020-12-31')).toEqual({
+      low: '2020-12-31T00:00:00.000Z',
+      high: '2021-01-01T00:00:00.000Z',
+    });
     expect(dateRange('2020-01-01T10:00:00+02:00')).toEqual({
       low: '2020-01-01T08:00:00.000Z',
       high: '2020-01-01T08:00:01.000Z',
@@ -168,12 +221,23 @@ describe('normalisation', () => {
   it('numbers carry their implicit precision', () => {
     expect(decimalRange('100')).toMatchObject({ value: '100', low: '99.5', high: '100.5' });
     expect(decimalRange('100.00')).toMatchObject({ low: '99.995', high: '100.005' });
-    expect(decimalRange('-0.5')).toMatchObject({ low: '-0.55', high: '-0.45', apLow: '-0.55', apHigh: '-0.45' });
+    expect(decimalRange('-0.5')).toMatchObject({
+      low: '-0.55',
+      high: '-0.45',
+      apLow: '-0.55',
+      apHigh: '-0.45',
+    });
     expect(decimalRange('1e2')).toMatchObject({ value: '100', low: '50', high: '150' });
     expect(decimalRange('abc')).toBeUndefined();
     const q = getSearchParam('Observation', 'value-quantity')!;
     expect(
-      extractValues({ resourceType: 'Observation', valueQuantity: { value: 5.4, unit: 'mg', system: 'http://unitsofmeasure.org', code: 'mg' } }, q),
+      extractValues(
+        {
+          resourceType: 'Observation',
+          valueQuantity: { value: 5.4, unit: 'mg', system: 'http://unitsofmeasure.org', code: 'mg' },
+        },
+        q,
+      ),
     ).toEqual([{ t: 'quantity', value: '5.4', system: 'http://unitsofmeasure.org', code: 'mg', unit: 'mg' }]);
   });
 });

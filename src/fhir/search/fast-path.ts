@@ -50,7 +50,9 @@ export function parseFastPath(part: string): { root: string; steps: Step[] } | u
     let m = where.exec(rest);
     if (m) {
       steps.push(
-        m[1] ? { kind: 'resolveIs', type: m[1] } : { kind: 'whereEq', field: m[2] as string, value: m[3] as string },
+        m[1]
+          ? { kind: 'resolveIs', type: m[1] }
+          : { kind: 'whereEq', field: m[2] as string, value: m[3] as string },
       );
       i += m[0].length;
       continue;
@@ -85,18 +87,48 @@ interface Lookup {
   childPath: string;
 }
 
+function fieldOp(table: Map<string, Lookup[]>): (nodes: Node[]) => Node[] {
+  return (nodes) => {
+    const out: Node[] = [];
+    for (const n of nodes) {
+      const lookups = table.get(n.p);
+      if (!lookups) continue;
+      const obj = n.v as Record<string, unknown>;
+      for (const l of lookups) {
+        const v = obj[l.key];
+        if (v === undefined || v === null) continue;
+        if (Array.isArray(v)) {
+          for (const item of v)
+            if (item !== null && item !== undefined) out.push({ v: item, t: l.type, p: l.childPath });
+        } else out.push({ v, t: l.type, p: l.childPath });
+      }
+    }
+    return out;
+  };
+}
+
 /** Compiles one union part for `resourceType`; undefined when the part is outside the fast subset. */
 export function compileFastPart(part: string, resourceType: string): Evaluator | undefined {
+  // `Patient.deceased.exists() and Patient.deceased != false`: a boolean for every resource.
+  const flag = /^([A-Za-z.]+)\.exists\(\) and \1 != false$/.exec(part.trim());
+  if (flag) {
+    const inner = compileFastPart(flag[1] as string, resourceType);
+    if (!inner) return undefined;
+    return (resource) => {
+      const found = inner(resource);
+      return [{ type: 'boolean', value: found.length > 0 && !found.some((f) => f.value === false) }];
+    };
+  }
   const parsed = parseFastPath(part);
   if (!parsed || parsed.root !== resourceType) return undefined;
-  // Static typing: the model paths a node may be at after each step.
-  let paths = new Set<string>([resourceType]);
+  // Static typing: the model paths a node may be at after each step, with the type there.
+  let paths = new Map<string, string>([[resourceType, resourceType]]);
   const ops: ((nodes: Node[]) => Node[])[] = [];
   for (const st of parsed.steps) {
     if (st.kind === 'field') {
       const table = new Map<string, Lookup[]>();
-      const next = new Set<string>();
-      for (const p of paths) {
+      const next = new Map<string, string>();
+      for (const p of paths.keys()) {
         // Navigating into a contained resource would need its runtime type: leave that to fhirpath.
         if (p === 'Resource') return undefined;
         const info = elementInfo(p, st.name);
@@ -106,24 +138,11 @@ export function compileFastPart(part: string, resourceType: string): Evaluator |
           type: t,
           childPath: info.childPath(t),
         }));
-        for (const l of lookups) next.add(l.childPath);
+        for (const l of lookups) next.set(l.childPath, l.type);
         table.set(p, lookups);
       }
       paths = next;
-      ops.push((nodes) => {
-        const out: Node[] = [];
-        for (const n of nodes) {
-          const obj = n.v as Record<string, unknown>;
-          for (const l of table.get(n.p) ?? []) {
-            const v = obj[l.key];
-            if (v === undefined || v === null) continue;
-            if (Array.isArray(v)) {
-              for (const item of v) if (item !== null && item !== undefined) out.push({ v: item, t: l.type, p: l.childPath });
-            } else out.push({ v, t: l.type, p: l.childPath });
-          }
-        }
-        return out;
-      });
+      ops.push(fieldOp(table));
     } else if (st.kind === 'index') {
       const idx = st.index;
       ops.push((nodes) => (idx < nodes.length ? [nodes[idx] as Node] : []));
@@ -141,6 +160,7 @@ export function compileFastPart(part: string, resourceType: string): Evaluator |
       ops.push((nodes) => nodes.filter((n) => (n.v as Record<string, unknown>)[field] === value));
     } else {
       const type = st.type;
+      paths = new Map([...paths].filter(([, t]) => isTypeOf(t, type)));
       ops.push((nodes) => nodes.filter((n) => isTypeOf(n.t, type)));
     }
   }

@@ -49,10 +49,21 @@ function tables(): Record<string, Columns> {
   };
 }
 
-export const INDEX_TABLES = ['sp_string', 'sp_token', 'sp_reference', 'sp_date', 'sp_number', 'sp_quantity', 'sp_uri'];
+export const INDEX_TABLES = [
+  'sp_string',
+  'sp_token',
+  'sp_reference',
+  'sp_date',
+  'sp_number',
+  'sp_quantity',
+  'sp_uri',
+];
 
 /** Writes the index rows of the given (new) resource versions; the caller has deleted older rows of these rids. */
-export async function writeIndex(tx: Queryable, items: readonly { rid: number; resource: Resource }[]): Promise<void> {
+export async function writeIndex(
+  tx: Queryable,
+  items: readonly { rid: number; resource: Resource }[],
+): Promise<void> {
   if (items.length === 0) return;
   const t = tables();
   for (const { rid, resource } of items) {
@@ -107,7 +118,9 @@ export async function writeIndex(tx: Queryable, items: readonly { rid: number; r
       params.push(arr);
       return `$${params.length}::${cols.types[i]}[]`;
     });
-    parts.push(`INSERT INTO ${cols.table} (${cols.columns.join(', ')}) SELECT * FROM unnest(${args.join(', ')})`);
+    parts.push(
+      `INSERT INTO ${cols.table} (${cols.columns.join(', ')}) SELECT * FROM unnest(${args.join(', ')})`,
+    );
   }
   if (parts.length === 0) return;
   if (parts.length === 1) {
@@ -121,10 +134,13 @@ export async function writeIndex(tx: Queryable, items: readonly { rid: number; r
 /** Removes every index row of the given rids (one statement). */
 export async function deleteIndex(tx: Queryable, rids: readonly number[]): Promise<void> {
   if (rids.length === 0) return;
-  const ctes = INDEX_TABLES.slice(0, -1).map((tbl, i) => `d${i} AS (DELETE FROM ${tbl} WHERE rid = ANY($1::bigint[]))`);
-  await tx.query(`WITH ${ctes.join(', ')} DELETE FROM ${INDEX_TABLES[INDEX_TABLES.length - 1]} WHERE rid = ANY($1::bigint[])`, [
-    rids,
-  ]);
+  const ctes = INDEX_TABLES.slice(0, -1).map(
+    (tbl, i) => `d${i} AS (DELETE FROM ${tbl} WHERE rid = ANY($1::bigint[]))`,
+  );
+  await tx.query(
+    `WITH ${ctes.join(', ')} DELETE FROM ${INDEX_TABLES[INDEX_TABLES.length - 1]} WHERE rid = ANY($1::bigint[])`,
+    [rids],
+  );
 }
 
 /**

@@ -44,7 +44,8 @@ export function referenceParts(ref: string): { type: string; id: string } | unde
 export function normaliseReference(ref: string, typeHint?: unknown): IndexValue | undefined {
   if (ref.length === 0 || ref.startsWith('#')) return undefined;
   const parts = referenceParts(ref);
-  if (parts) return { t: 'reference', targetType: parts.type, targetId: parts.id, ref: `${parts.type}/${parts.id}` };
+  if (parts)
+    return { t: 'reference', targetType: parts.type, targetId: parts.id, ref: `${parts.type}/${parts.id}` };
   const hint = typeof typeHint === 'string' && isResourceType(typeHint) ? typeHint : null;
   return { t: 'reference', targetType: hint, targetId: null, ref: indexKey(ref) };
 }
@@ -101,7 +102,16 @@ export function dateRange(s: string): { low: string; high: string } | undefined 
   }
   const low = utc(y, mo, d, h, mi - offsetMin, sec, ms);
   if (Number.isNaN(low.getTime())) return undefined;
-  const step = m[6] === undefined ? 60_000 : frac.length === 0 ? 1000 : frac.length === 1 ? 100 : frac.length === 2 ? 10 : 1;
+  const step =
+    m[6] === undefined
+      ? 60_000
+      : frac.length === 0
+        ? 1000
+        : frac.length === 1
+          ? 100
+          : frac.length === 2
+            ? 10
+            : 1;
   return { low: iso(low), high: iso(new Date(low.getTime() + step)) };
 }
 
@@ -162,7 +172,8 @@ function numberText(v: unknown): string | undefined {
 type Obj = Record<string, unknown>;
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v.length > 0 ? v : undefined);
-const strs = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
+const strs = (v: unknown): string[] =>
+  Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
 
 /** The data type of a value whose type the fhirpath engine could not tell (service types). */
 function sniff(type: string, v: unknown): string {
@@ -185,7 +196,12 @@ function sniff(type: string, v: unknown): string {
 function stringValues(type: string, v: unknown, out: string[]): void {
   if (type === 'HumanName') {
     const n = v as Obj;
-    const parts = [...strs(n.prefix), ...strs(n.given), ...(str(n.family) ? [n.family as string] : []), ...strs(n.suffix)];
+    const parts = [
+      ...strs(n.prefix),
+      ...strs(n.given),
+      ...(str(n.family) ? [n.family as string] : []),
+      ...strs(n.suffix),
+    ];
     out.push(...parts);
     if (parts.length > 1) out.push(parts.join(' '));
     if (str(n.text)) out.push(n.text as string);
@@ -205,7 +221,8 @@ function stringValues(type: string, v: unknown, out: string[]): void {
   } else if (type === 'CodeableConcept') {
     const cc = v as Obj;
     if (str(cc.text)) out.push(cc.text as string);
-    for (const c of Array.isArray(cc.coding) ? (cc.coding as Obj[]) : []) if (str(c?.display)) out.push(c.display as string);
+    for (const c of Array.isArray(cc.coding) ? (cc.coding as Obj[]) : [])
+      if (str(c?.display)) out.push(c.display as string);
   } else if (type === 'Coding') {
     if (str((v as Obj).display)) out.push((v as Obj).display as string);
   }
@@ -223,7 +240,8 @@ function tokenValues(type: string, v: unknown, out: IndexValue[]): void {
   const o = v as Obj;
   switch (type) {
     case 'CodeableConcept':
-      for (const c of Array.isArray(o.coding) ? (o.coding as Obj[]) : []) if (c) tok(c.system, c.code, c.display);
+      for (const c of Array.isArray(o.coding) ? (o.coding as Obj[]) : [])
+        if (c) tok(c.system, c.code, c.display);
       if (str(o.text)) tok(null, null, o.text);
       return;
     case 'Coding':
@@ -249,7 +267,13 @@ function quantityValues(type: string, v: unknown, out: IndexValue[]): void {
   const value = numberText(o.value);
   if (value === undefined) return;
   if (type === 'Money') {
-    out.push({ t: 'quantity', value, system: 'urn:iso:std:iso:4217', code: str(o.currency) ?? null, unit: null });
+    out.push({
+      t: 'quantity',
+      value,
+      system: 'urn:iso:std:iso:4217',
+      code: str(o.currency) ?? null,
+      unit: null,
+    });
     return;
   }
   const unit = str(o.unit) ?? null;
@@ -273,7 +297,10 @@ function dateValues(type: string, v: unknown, out: IndexValue[]): void {
 }
 
 /** Index values of the typed values a parameter's expression selected. */
-export function toIndexValues(paramType: string, found: readonly { type: string; value: unknown }[]): IndexValue[] {
+export function toIndexValues(
+  paramType: string,
+  found: readonly { type: string; value: unknown }[],
+): IndexValue[] {
   const out: IndexValue[] = [];
   for (const { type: rawType, value: v } of found) {
     if (v === null || v === undefined) continue;
@@ -282,7 +309,8 @@ export function toIndexValues(paramType: string, found: readonly { type: string;
       case 'string': {
         const texts: string[] = [];
         stringValues(type, v, texts);
-        for (const s of texts) if (s.length > 0) out.push({ t: 'string', norm: normaliseString(s), exact: s });
+        for (const s of texts)
+          if (s.length > 0) out.push({ t: 'string', norm: normaliseString(s), exact: s });
         break;
       }
       case 'token':

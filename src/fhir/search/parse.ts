@@ -5,7 +5,15 @@ import { decodeCursor } from './cursor.js';
 import { isResourceType } from './model.js';
 import { dateRange, decimalRange, indexKey, normaliseReference, referenceParts } from './normalise.js';
 import { getSearchParam, type SearchParamInfo } from './registry.js';
-import type { FilterValue, IncludeSpec, Modifier, Prefix, SearchFilter, SearchRequest, SortKey } from './request.js';
+import type {
+  FilterValue,
+  IncludeSpec,
+  Modifier,
+  Prefix,
+  SearchFilter,
+  SearchRequest,
+  SortKey,
+} from './request.js';
 
 export type { SearchRequest, SearchFilter, FilterValue, SortKey, IncludeSpec, Prefix, Modifier };
 
@@ -67,7 +75,14 @@ export function parseSearchRequest(
   opts: ParseOptions = {},
 ): SearchRequest {
   if (!isResourceType(resourceType)) throw bad(`Unknown resource type '${resourceType}'`, 'unknown-type');
-  const req: SearchRequest = { resourceType, filters: [], sort: [], count: DEFAULT_COUNT, include: [], revinclude: [] };
+  const req: SearchRequest = {
+    resourceType,
+    filters: [],
+    sort: [],
+    count: DEFAULT_COUNT,
+    include: [],
+    revinclude: [],
+  };
   let cursorText: string | undefined;
   for (const [key, raw] of Object.entries(query)) {
     const list = asList(raw);
@@ -177,7 +192,8 @@ function parseInclude(resourceType: string, v: string, reverse: boolean): Includ
 function parseFilter(resourceType: string, key: string, value: string, allowChain: boolean): SearchFilter {
   const dot = key.indexOf('.');
   if (dot > 0) {
-    if (!allowChain) throw bad(`Invalid parameter '${key}': only one level of chaining is supported`, 'chain-depth');
+    if (!allowChain)
+      throw bad(`Invalid parameter '${key}': only one level of chaining is supported`, 'chain-depth');
     return parseChain(resourceType, key.slice(0, dot), key.slice(dot + 1), value);
   }
   const colon = key.indexOf(':');
@@ -185,7 +201,11 @@ function parseFilter(resourceType: string, key: string, value: string, allowChai
   const modifier = colon >= 0 ? key.slice(colon + 1) : undefined;
   const param = lookup(resourceType, code);
   if (param.type === 'composite' || param.type === 'special') {
-    throw new FhirError('not-supported', `Search parameter '${code}' (${param.type}) is not supported`, 'search.unsupported-param');
+    throw new FhirError(
+      'not-supported',
+      `Search parameter '${code}' (${param.type}) is not supported`,
+      'search.unsupported-param',
+    );
   }
   const filter: SearchFilter = { code, type: param.type, values: [] };
   if (code === '_id') filter.column = 'id';
@@ -195,7 +215,10 @@ function parseFilter(resourceType: string, key: string, value: string, allowChai
   if (modifier !== undefined) {
     if (param.type === 'reference' && isResourceType(modifier)) {
       if (param.targets.length > 0 && !param.targets.includes(modifier)) {
-        throw bad(`Invalid modifier ':${modifier}' on '${code}': it cannot refer to ${modifier}`, 'bad-modifier');
+        throw bad(
+          `Invalid modifier ':${modifier}' on '${code}': it cannot refer to ${modifier}`,
+          'bad-modifier',
+        );
       }
       refType = modifier;
     } else if (!(MODIFIERS[param.type] ?? []).includes(modifier) || (filter.column && modifier !== 'not')) {
@@ -219,7 +242,8 @@ function parseFilter(resourceType: string, key: string, value: string, allowChai
 
 function lookup(resourceType: string, code: string): SearchParamInfo {
   const param = getSearchParam(resourceType, code);
-  if (!param) throw bad(`Unknown search parameter '${code}' for resource type ${resourceType}`, 'unknown-param');
+  if (!param)
+    throw bad(`Unknown search parameter '${code}' for resource type ${resourceType}`, 'unknown-param');
   return param;
 }
 
@@ -230,7 +254,10 @@ function parseChain(resourceType: string, head: string, rest: string, value: str
   const [code, typeModifier, extra] = head.split(':');
   const param = lookup(resourceType, code as string);
   if (param.type !== 'reference' || extra !== undefined) {
-    throw bad(`Invalid chained parameter '${head}.${rest}': '${code}' is not a reference parameter`, 'bad-chain');
+    throw bad(
+      `Invalid chained parameter '${head}.${rest}': '${code}' is not a reference parameter`,
+      'bad-chain',
+    );
   }
   let targetType = typeModifier;
   if (targetType !== undefined) {
@@ -289,7 +316,8 @@ function parseValue(
 
 function parseReferenceValue(param: SearchParamInfo, key: string, v: string, refType?: string): FilterValue {
   if (!v.includes('/') && !v.includes(':')) {
-    if (!/^[A-Za-z0-9\-.]{1,64}$/.test(v)) throw bad(`Invalid reference '${v}' for '${key}'`, 'bad-reference');
+    if (!/^[A-Za-z0-9\-.]{1,64}$/.test(v))
+      throw bad(`Invalid reference '${v}' for '${key}'`, 'bad-reference');
     const types = refType ? [refType] : param.targets;
     if (types.length === 0) return { kind: 'reference-id', id: v };
     return { kind: 'reference', refs: types.map((t) => `${t}/${v}`) };

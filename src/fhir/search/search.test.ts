@@ -50,7 +50,12 @@ async function search(
   return executeSearch(db, parseSearchRequest(type, query), scope);
 }
 
-async function ids(db: Db, type: string, query: Record<string, string | string[]>, scope = ALL): Promise<string[]> {
+async function ids(
+  db: Db,
+  type: string,
+  query: Record<string, string | string[]>,
+  scope = ALL,
+): Promise<string[]> {
   const r = await search(db, type, { _count: '1000', ...query }, scope);
   return r.matches.map((m) => m.id).sort();
 }
@@ -83,7 +88,10 @@ const patients: Resource[] = [
     address: [{ line: ['1 Main St'], city: 'Springfield', state: 'IL', postalCode: '62701', country: 'USA' }],
     managingOrganization: { reference: 'Organization/org1' },
     generalPractitioner: [{ reference: 'http://other.example/fhir/Practitioner/dr1' }],
-    meta: { tag: [{ system: 'http://tags', code: 'vip' }], profile: ['http://example.org/StructureDefinition/p'] },
+    meta: {
+      tag: [{ system: 'http://tags', code: 'vip' }],
+      profile: ['http://example.org/StructureDefinition/p'],
+    },
   },
   {
     resourceType: 'Patient',
@@ -120,7 +128,10 @@ const others: Resource[] = [
     resourceType: 'Observation',
     id: 'obs1',
     status: 'final',
-    code: { coding: [{ system: 'http://loinc.org', code: '29463-7', display: 'Body Weight' }], text: 'Weight' },
+    code: {
+      coding: [{ system: 'http://loinc.org', code: '29463-7', display: 'Body Weight' }],
+      text: 'Weight',
+    },
     subject: { reference: 'Patient/p-smith' },
     effectiveDateTime: '2021-06-15T08:30:00Z',
     valueQuantity: { value: 72.5, unit: 'kg', system: 'http://unitsofmeasure.org', code: 'kg' },
@@ -212,7 +223,9 @@ describe.each(testDatabases())('search on $name', ({ open }) => {
       expect(await ids(db, 'Patient', { email: '555-1234' })).toEqual([]);
       expect(await ids(db, 'Patient', { telecom: 'email|john@example.com' })).toEqual(['p-smith']);
       expect(await ids(db, 'Patient', { _tag: 'http://tags|vip' })).toEqual(['p-smith']);
-      expect(await ids(db, 'Patient', { _profile: 'http://example.org/StructureDefinition/p' })).toEqual(['p-smith']);
+      expect(await ids(db, 'Patient', { _profile: 'http://example.org/StructureDefinition/p' })).toEqual([
+        'p-smith',
+      ]);
     });
     it(':not and :text', async () => {
       expect(await ids(db, 'Patient', { 'gender:not': 'male' })).toEqual(['p-meta', 'p-smithers', 'p-zoe']);
@@ -230,10 +243,12 @@ describe.each(testDatabases())('search on $name', ({ open }) => {
     it('Type/id, id, absolute URL, urn:uuid and :Type', async () => {
       expect(await ids(db, 'Patient', { organization: 'Organization/org1' })).toEqual(['p-smith']);
       expect(await ids(db, 'Patient', { organization: 'org2' })).toEqual(['p-smithers']);
-      expect(await ids(db, 'Patient', { organization: 'http://any.host/fhir/Organization/org1' })).toEqual(['p-smith']);
-      expect(await ids(db, 'Patient', { organization: 'urn:uuid:6f1c2a30-0000-4000-8000-000000000001' })).toEqual([
-        'p-zoe',
+      expect(await ids(db, 'Patient', { organization: 'http://any.host/fhir/Organization/org1' })).toEqual([
+        'p-smith',
       ]);
+      expect(
+        await ids(db, 'Patient', { organization: 'urn:uuid:6f1c2a30-0000-4000-8000-000000000001' }),
+      ).toEqual(['p-zoe']);
       expect(await ids(db, 'Patient', { 'general-practitioner': 'Practitioner/dr1' })).toEqual(['p-smith']);
       expect(await ids(db, 'Patient', { 'general-practitioner:Practitioner': 'dr1' })).toEqual(['p-smith']);
       expect(await ids(db, 'Patient', { 'general-practitioner:Organization': 'dr1' })).toEqual([]);
@@ -245,7 +260,10 @@ describe.each(testDatabases())('search on $name', ({ open }) => {
       expect(await ids(db, 'Observation', { 'patient.name': 'smithers' })).toEqual(['obs3']);
       expect(await ids(db, 'Observation', { 'patient.gender': 'female' })).toEqual(['obs2']);
       expect(await ids(db, 'Patient', { 'organization.name': 'beta' })).toEqual(['p-smithers']);
-      expectFhirError(() => parseSearchRequest('Observation', { 'subject.name': 'x' }), 'search.ambiguous-chain');
+      expectFhirError(
+        () => parseSearchRequest('Observation', { 'subject.name': 'x' }),
+        'search.ambiguous-chain',
+      );
       expectFhirError(
         () => parseSearchRequest('Observation', { 'patient.organization.name': 'x' }),
         'search.chain-depth',
@@ -296,7 +314,9 @@ describe.each(testDatabases())('search on $name', ({ open }) => {
     });
     it('quantity value|system|code', async () => {
       expect(await ids(db, 'Observation', { 'value-quantity': '72.5' })).toEqual(['obs1']);
-      expect(await ids(db, 'Observation', { 'value-quantity': '72.5|http://unitsofmeasure.org|kg' })).toEqual(['obs1']);
+      expect(await ids(db, 'Observation', { 'value-quantity': '72.5|http://unitsofmeasure.org|kg' })).toEqual(
+        ['obs1'],
+      );
       expect(await ids(db, 'Observation', { 'value-quantity': '72.5||kg' })).toEqual(['obs1']);
       expect(await ids(db, 'Observation', { 'value-quantity': '72.5||cm' })).toEqual([]);
       expect(await ids(db, 'Observation', { 'value-quantity': 'gt80||kg' })).toEqual(['obs3']);
@@ -313,7 +333,9 @@ describe.each(testDatabases())('search on $name', ({ open }) => {
       expect(await ids(db, 'ValueSet', { url: 'http://example.org/fhir/ValueSet/colors' })).toEqual(['vs1']);
       expect(await ids(db, 'ValueSet', { url: 'http://example.org/fhir/ValueSet' })).toEqual([]);
       expect(await ids(db, 'ValueSet', { 'url:below': 'http://example.org/fhir' })).toEqual(['vs1']);
-      expect(await ids(db, 'ValueSet', { 'url:above': 'http://example.org/fhir/ValueSet/colors/v2' })).toEqual(['vs1']);
+      expect(
+        await ids(db, 'ValueSet', { 'url:above': 'http://example.org/fhir/ValueSet/colors/v2' }),
+      ).toEqual(['vs1']);
     });
   });
 
@@ -337,7 +359,9 @@ describe.each(testDatabases())('search on $name', ({ open }) => {
     it('are harmless in every parameter type', async () => {
       for (const v of nasty) {
         expect(await ids(db, 'Patient', { family: v })).toEqual([]);
-        expect(await ids(db, 'Patient', { 'family:contains': v })).toEqual(v === "'" || v === ';--' || v === '\\' || v === '_' || v === '%' ? ['p-meta'] : []);
+        expect(await ids(db, 'Patient', { 'family:contains': v })).toEqual(
+          v === "'" || v === ';--' || v === '\\' || v === '_' || v === '%' ? ['p-meta'] : [],
+        );
         expect(await ids(db, 'Patient', { 'family:exact': v })).toEqual([]);
         expect(await ids(db, 'Patient', { identifier: `${v}|${v}` })).toEqual([]);
         expect(await ids(db, 'Patient', { 'identifier:text': v })).toEqual([]);
@@ -350,8 +374,14 @@ describe.each(testDatabases())('search on $name', ({ open }) => {
       expect(await ids(db, 'Patient', { family: 's_ith' })).toEqual([]);
       expect(await ids(db, 'Patient', { identifier: "sys'%_\\\\;--|v'%_\\\\;--" })).toEqual(['p-meta']);
       expectFhirError(() => parseSearchRequest('Patient', { birthdate: "1970'; --" }), 'search.bad-date');
-      expectFhirError(() => parseSearchRequest('RiskAssessment', { probability: "1'; --" }), 'search.bad-number');
-      expectFhirError(() => parseSearchRequest('Observation', { 'value-quantity': '%' }), 'search.bad-number');
+      expectFhirError(
+        () => parseSearchRequest('RiskAssessment', { probability: "1'; --" }),
+        'search.bad-number',
+      );
+      expectFhirError(
+        () => parseSearchRequest('Observation', { 'value-quantity': '%' }),
+        'search.bad-number',
+      );
       expectFhirError(() => parseSearchRequest('Patient', { organization: "a'b" }), 'search.bad-reference');
       expect((await db.query('SELECT count(*)::int AS n FROM resources')).rows[0]).toEqual({ n: 12 });
     });
@@ -364,7 +394,10 @@ describe.each(testDatabases())('search on $name', ({ open }) => {
       expect(r.included.map((m) => m.id).sort()).toEqual(['p-smith', 'p-smithers']);
       const typed = await search(db, 'Observation', { _id: 'obs1', _include: 'Observation:subject:Group' });
       expect(typed.included).toEqual([]);
-      const rev = await search(db, 'Patient', { _id: 'p-smith', _revinclude: ['Observation:subject', 'RiskAssessment:subject'] });
+      const rev = await search(db, 'Patient', {
+        _id: 'p-smith',
+        _revinclude: ['Observation:subject', 'RiskAssessment:subject'],
+      });
       expect(rev.included.map((m) => m.id).sort()).toEqual(['obs1', 'risk1']);
       const both = await search(db, 'Patient', {
         _id: 'p-smith,p-smithers',
@@ -388,22 +421,43 @@ describe.each(testDatabases())('search on $name', ({ open }) => {
       expectFhirError(() => parseSearchRequest('Patient', { nope: 'x' }), 'search.unknown-param');
       expectFhirError(() => parseSearchRequest('Patient', { 'family:nope': 'x' }), 'search.bad-modifier');
       expectFhirError(() => parseSearchRequest('Patient', { 'gender:exact': 'x' }), 'search.bad-modifier');
-      expectFhirError(() => parseSearchRequest('Patient', { 'birthdate:contains': 'x' }), 'search.bad-modifier');
-      expectFhirError(() => parseSearchRequest('Patient', { 'organization:Patient': 'x' }), 'search.bad-modifier');
-      expectFhirError(() => parseSearchRequest('Patient', { '_lastUpdated:missing': 'true' }), 'search.bad-modifier');
-      expectFhirError(() => parseSearchRequest('Patient', { 'gender:missing': 'maybe' }), 'search.bad-missing');
+      expectFhirError(
+        () => parseSearchRequest('Patient', { 'birthdate:contains': 'x' }),
+        'search.bad-modifier',
+      );
+      expectFhirError(
+        () => parseSearchRequest('Patient', { 'organization:Patient': 'x' }),
+        'search.bad-modifier',
+      );
+      expectFhirError(
+        () => parseSearchRequest('Patient', { '_lastUpdated:missing': 'true' }),
+        'search.bad-modifier',
+      );
+      expectFhirError(
+        () => parseSearchRequest('Patient', { 'gender:missing': 'maybe' }),
+        'search.bad-missing',
+      );
       expectFhirError(() => parseSearchRequest('Patient', { birthdate: 'xx2020' }), 'search.bad-date');
       expectFhirError(() => parseSearchRequest('Patient', { birthdate: '2020-13-01' }), 'search.bad-date');
       expectFhirError(() => parseSearchRequest('Patient', { birthdate: 'gt' }), 'search.bad-date');
-      expectFhirError(() => parseSearchRequest('RiskAssessment', { probability: 'gt0.5x' }), 'search.bad-number');
+      expectFhirError(
+        () => parseSearchRequest('RiskAssessment', { probability: 'gt0.5x' }),
+        'search.bad-number',
+      );
       expectFhirError(() => parseSearchRequest('Patient', { _count: 'ten' }), 'search.bad-count');
       expectFhirError(() => parseSearchRequest('Patient', { _count: '1.5' }), 'search.bad-count');
       expectFhirError(() => parseSearchRequest('Patient', { _count: '-1' }), 'search.bad-count');
       expectFhirError(() => parseSearchRequest('Patient', { _sort: 'nope' }), 'search.bad-sort');
       expectFhirError(() => parseSearchRequest('Patient', { _total: 'all' }), 'search.bad-total');
       expectFhirError(() => parseSearchRequest('Patient', { _summary: 'yes' }), 'search.bad-summary');
-      expectFhirError(() => parseSearchRequest('Patient', { _include: 'Patient:name' }), 'search.bad-include');
-      expectFhirError(() => parseSearchRequest('Patient', { _include: 'Nope:subject' }), 'search.bad-include');
+      expectFhirError(
+        () => parseSearchRequest('Patient', { _include: 'Patient:name' }),
+        'search.bad-include',
+      );
+      expectFhirError(
+        () => parseSearchRequest('Patient', { _include: 'Nope:subject' }),
+        'search.bad-include',
+      );
       expectFhirError(() => parseSearchRequest('Patient', { _cursor: 'garbage' }), 'search.bad-cursor');
       expectFhirError(() => parseSearchRequest('Patient', { _elements: 'name;drop' }), 'search.bad-elements');
       expectFhirError(() => parseSearchRequest('Nope', {}), 'search.unknown-type');
@@ -440,7 +494,11 @@ describe.each(testDatabases())('paging, sorting and scope on $name', ({ open }) 
     await db.close();
   });
 
-  async function pageAll(type: string, query: Record<string, string>, between?: (n: number) => Promise<void>) {
+  async function pageAll(
+    type: string,
+    query: Record<string, string>,
+    between?: (n: number) => Promise<void>,
+  ) {
     const seen: string[] = [];
     let cursor: Record<string, string> | undefined;
     for (let n = 0; n < 100; n++) {
@@ -454,7 +512,9 @@ describe.each(testDatabases())('paging, sorting and scope on $name', ({ open }) 
   }
 
   it('pages through every result by cursor while rows are inserted, without duplicates or gaps', async () => {
-    const initial = Array.from({ length: 45 }, (_, i) => patient(`pg-${String(i).padStart(2, '0')}`, 'Paging'));
+    const initial = Array.from({ length: 45 }, (_, i) =>
+      patient(`pg-${String(i).padStart(2, '0')}`, 'Paging'),
+    );
     await insert(db, initial);
     let added = 0;
     const seen = await pageAll('Patient', { family: 'paging', _count: '10' }, async () => {
@@ -478,7 +538,8 @@ describe.each(testDatabases())('paging, sorting and scope on $name', ({ open }) 
     ];
     await insert(db, rows);
     const q = { _id: 's1,s2,s3,s4,s5,s6' };
-    const sorted = async (sort: string): Promise<string[]> => pageAll('Patient', { ...q, _sort: sort, _count: '2' });
+    const sorted = async (sort: string): Promise<string[]> =>
+      pageAll('Patient', { ...q, _sort: sort, _count: '2' });
     expect(await sorted('family,-birthdate')).toEqual(['s2', 's4', 's1', 's3', 's5', 's6']);
     expect(await sorted('-family,birthdate')).toEqual(['s6', 's5', 's3', 's1', 's2', 's4']);
     expect(await sorted('birthdate,-_id')).toEqual(['s3', 's4', 's2', 's1', 's6', 's5']);
@@ -490,7 +551,10 @@ describe.each(testDatabases())('paging, sorting and scope on $name', ({ open }) 
   });
 
   it('_total, _summary=count and _count=0', async () => {
-    await insert(db, Array.from({ length: 25 }, (_, i) => patient(`t-${i}`, 'Totals')));
+    await insert(
+      db,
+      Array.from({ length: 25 }, (_, i) => patient(`t-${i}`, 'Totals')),
+    );
     const plain = await search(db, 'Patient', { family: 'totals' });
     expect(plain.matches).toHaveLength(20);
     expect(plain.total).toBeUndefined();
@@ -514,24 +578,49 @@ describe.each(testDatabases())('paging, sorting and scope on $name', ({ open }) 
     await insert(
       db,
       [
-        { resourceType: 'Patient', id: 'scope-a', name: [{ family: 'Scoped' }], managingOrganization: { reference: 'Organization/scope-org-b' } },
+        {
+          resourceType: 'Patient',
+          id: 'scope-a',
+          name: [{ family: 'Scoped' }],
+          managingOrganization: { reference: 'Organization/scope-org-b' },
+        },
       ],
       'p1',
     );
     await insert(
       db,
       [
-        { resourceType: 'Patient', id: 'scope-b', name: [{ family: 'Scoped' }], managingOrganization: { reference: 'Organization/scope-org-a' } },
-        { resourceType: 'Observation', id: 'scope-obs-b', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/scope-a' } },
+        {
+          resourceType: 'Patient',
+          id: 'scope-b',
+          name: [{ family: 'Scoped' }],
+          managingOrganization: { reference: 'Organization/scope-org-a' },
+        },
+        {
+          resourceType: 'Observation',
+          id: 'scope-obs-b',
+          status: 'final',
+          code: { text: 'x' },
+          subject: { reference: 'Patient/scope-a' },
+        },
       ],
       'p2',
     );
     expect(await ids(db, 'Patient', { family: 'scoped' }, P1)).toEqual(['scope-a']);
     expect(await ids(db, 'Patient', { family: 'scoped' }, { projectId: 'p2' })).toEqual(['scope-b']);
     expect(await ids(db, 'Patient', { family: 'scoped' }, ALL)).toEqual(['scope-a', 'scope-b']);
-    const inc = await search(db, 'Patient', { family: 'scoped', _include: 'Patient:organization', _revinclude: 'Observation:subject' }, P1);
+    const inc = await search(
+      db,
+      'Patient',
+      { family: 'scoped', _include: 'Patient:organization', _revinclude: 'Observation:subject' },
+      P1,
+    );
     expect(inc.included).toEqual([]);
-    const incAll = await search(db, 'Patient', { _id: 'scope-a', _include: 'Patient:organization', _revinclude: 'Observation:subject' });
+    const incAll = await search(db, 'Patient', {
+      _id: 'scope-a',
+      _include: 'Patient:organization',
+      _revinclude: 'Observation:subject',
+    });
     expect(incAll.included.map((m) => m.id).sort()).toEqual(['scope-obs-b', 'scope-org-b']);
     expect(await ids(db, 'Patient', { 'organization.name': 'scope' }, P1)).toEqual([]);
     expect(await ids(db, 'Patient', { 'organization.name': 'scope' }, ALL)).toEqual(['scope-a', 'scope-b']);
@@ -542,7 +631,12 @@ describe.each(testDatabases())('paging, sorting and scope on $name', ({ open }) 
   it('deleted rows are never matched nor included; reindex and deleteIndex', async () => {
     const [ridA] = await insert(db, [
       { resourceType: 'Organization', id: 'del-org', name: 'Deleted Org' },
-      { resourceType: 'Patient', id: 'del-p', name: [{ family: 'Deletable' }], managingOrganization: { reference: 'Organization/del-org' } },
+      {
+        resourceType: 'Patient',
+        id: 'del-p',
+        name: [{ family: 'Deletable' }],
+        managingOrganization: { reference: 'Organization/del-org' },
+      },
     ]);
     await db.query('UPDATE resources SET deleted = true WHERE rid = $1', [ridA]);
     expect(await ids(db, 'Organization', { name: 'deleted' })).toEqual([]);
@@ -552,7 +646,10 @@ describe.each(testDatabases())('paging, sorting and scope on $name', ({ open }) 
     expect(await ids(db, 'Patient', { 'organization.name': 'deleted' })).toEqual([]);
 
     const [rid] = await insert(db, [patient('re-1', 'Before')]);
-    await db.query(`UPDATE resources SET content = jsonb_set(content, '{name}', '[{"family":"After"}]') WHERE rid = $1`, [rid]);
+    await db.query(
+      `UPDATE resources SET content = jsonb_set(content, '{name}', '[{"family":"After"}]') WHERE rid = $1`,
+      [rid],
+    );
     expect(await ids(db, 'Patient', { family: 'after' })).toEqual([]);
     await db.transaction((tx) => reindexResources(tx, [rid as number]));
     expect(await ids(db, 'Patient', { family: 'after' })).toEqual(['re-1']);
@@ -579,7 +676,14 @@ describe.each(testDatabases())('paging, sorting and scope on $name', ({ open }) 
     const r = await executeSearch(db, req, ALL);
     const json = applyElements(r.matches[0]?.json ?? '', req.elements ?? []);
     const out = JSON.parse(json);
-    expect(Object.keys(out).sort()).toEqual(['_status', 'id', 'meta', 'resourceType', 'status', 'valueQuantity']);
+    expect(Object.keys(out).sort()).toEqual([
+      '_status',
+      'id',
+      'meta',
+      'resourceType',
+      'status',
+      'valueQuantity',
+    ]);
     expect(out.meta.tag).toEqual([
       { system: 'x', code: 'y' },
       { system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationValue', code: 'SUBSETTED' },

@@ -25,7 +25,8 @@ export function registerAuth(app: FastifyInstance, deps: AuthDeps): void {
 }
 
 export function principalOf(request: FastifyRequest): Principal {
-  if (!request.principal) throw new FhirError('login', 'Authentication required', 'auth.no-principal', { status: 401 });
+  if (!request.principal)
+    throw new FhirError('login', 'Authentication required', 'auth.no-principal', { status: 401 });
   return request.principal;
 }
 

@@ -25,7 +25,10 @@ export function registerContentTypes(app: FastifyInstance): void {
       try {
         done(null, JSON.parse(text));
       } catch (err) {
-        done(new FhirError('structure', `Malformed JSON: ${(err as Error).message}`, 'http.malformed-json'), undefined);
+        done(
+          new FhirError('structure', `Malformed JSON: ${(err as Error).message}`, 'http.malformed-json'),
+          undefined,
+        );
       }
     },
   );

@@ -21,12 +21,29 @@ const ISSUE_BY_STATUS: Record<number, IssueCode> = {
 };
 
 /** Connection-level failures of the database: answered 503 so that clients retry. */
-const UNAVAILABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03', '08000', '08003', '08006', '08001', '53300']);
+const UNAVAILABLE = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  '57P01',
+  '57P02',
+  '57P03',
+  '08000',
+  '08003',
+  '08006',
+  '08001',
+  '53300',
+]);
 
 export function toFhirError(err: unknown): FhirError | undefined {
   if (err instanceof FhirError) return err;
   const e = err as FastifyError & { code?: string };
-  if (err instanceof DbUnavailableError || (typeof e?.code === 'string' && UNAVAILABLE.has(e.code)) || /Connection terminated|timeout exceeded when trying to connect/.test(e?.message ?? '')) {
+  if (
+    err instanceof DbUnavailableError ||
+    (typeof e?.code === 'string' && UNAVAILABLE.has(e.code)) ||
+    /Connection terminated|timeout exceeded when trying to connect/.test(e?.message ?? '')
+  ) {
     return new FhirError('transient', 'The database is unavailable; retry later', 'storage.unavailable', {
       headers: { 'retry-after': '2' },
     });
@@ -39,7 +56,12 @@ export function toFhirError(err: unknown): FhirError | undefined {
         : e.code === 'FST_ERR_CTP_BODY_TOO_LARGE'
           ? 'Request body is too large'
           : e.message;
-    return new FhirError(ISSUE_BY_STATUS[status] ?? 'invalid', message, `http.${String(e.code ?? status).toLowerCase()}`, { status });
+    return new FhirError(
+      ISSUE_BY_STATUS[status] ?? 'invalid',
+      message,
+      `http.${String(e.code ?? status).toLowerCase()}`,
+      { status },
+    );
   }
   return undefined;
 }
@@ -52,9 +74,19 @@ export function registerErrorHandler(app: FastifyInstance): void {
       return sendError(reply, fhirErr);
     }
     request.log.error({ err }, 'unhandled error');
-    return sendError(reply, new FhirError('exception', 'Internal server error', 'http.internal', { status: 500 }));
+    return sendError(
+      reply,
+      new FhirError('exception', 'Internal server error', 'http.internal', { status: 500 }),
+    );
   });
   app.setNotFoundHandler((request, reply) =>
-    sendError(reply, new FhirError('not-found', `No route for ${request.method} ${request.url.split('?')[0]}`, 'http.no-route')),
+    sendError(
+      reply,
+      new FhirError(
+        'not-found',
+        `No route for ${request.method} ${request.url.split('?')[0]}`,
+        'http.no-route',
+      ),
+    ),
   );
 }

@@ -33,7 +33,8 @@ type Query = Record<string, string | string[]>;
 type P<T> = { Params: T; Querystring: Query };
 
 function assertType(type: string): void {
-  if (!isResourceType(type)) throw new FhirError('not-found', `Unknown resource type: ${type.slice(0, 64)}`, 'rest.unknown-type');
+  if (!isResourceType(type))
+    throw new FhirError('not-found', `Unknown resource type: ${type.slice(0, 64)}`, 'rest.unknown-type');
 }
 
 function header(req: FastifyRequest, name: string): string | undefined {
@@ -48,7 +49,12 @@ function selfUrl(deps: FhirRouteDeps, req: FastifyRequest): string {
 }
 
 const methodNotAllowed = (req: FastifyRequest): never => {
-  throw new FhirError('not-supported', `Method ${req.method} is not allowed on ${req.url.split('?')[0]}`, 'rest.method', { status: 405 });
+  throw new FhirError(
+    'not-supported',
+    `Method ${req.method} is not allowed on ${req.url.split('?')[0]}`,
+    'rest.method',
+    { status: 405 },
+  );
 };
 
 export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
@@ -67,20 +73,29 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     const r =
       type === 'transaction'
         ? await processTransaction(deps.db, c, req.body, deps.maxBundleEntries)
-        : await processBatch(deps.db, c, req.body, deps.maxBundleEntries, (err) => req.log.error({ err }, 'batch entry failed'));
+        : await processBatch(deps.db, c, req.body, deps.maxBundleEntries, (err) =>
+            req.log.error({ err }, 'batch entry failed'),
+          );
     return send(reply, r);
   });
 
   app.get<P<{ type: string }>>('/:type', async (req, reply) => {
     assertType(req.params.type);
-    return send(reply, await searchResources(deps.db, ctx(req), req.params.type, req.query, selfUrl(deps, req)));
+    return send(
+      reply,
+      await searchResources(deps.db, ctx(req), req.params.type, req.query, selfUrl(deps, req)),
+    );
   });
 
   app.post<P<{ type: string }>>('/:type/_search', async (req, reply) => {
     assertType(req.params.type);
     const form = (req.body ?? {}) as FormBody;
     if (typeof form !== 'object' || Array.isArray(form)) {
-      throw new FhirError('invalid', 'POST _search takes application/x-www-form-urlencoded parameters', 'rest.search-body');
+      throw new FhirError(
+        'invalid',
+        'POST _search takes application/x-www-form-urlencoded parameters',
+        'rest.search-body',
+      );
     }
     const query: Query = { ...req.query };
     for (const [k, v] of Object.entries(form)) {
@@ -100,7 +115,17 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
 
   app.get<P<{ type: string }>>('/:type/_history', async (req, reply) => {
     assertType(req.params.type);
-    return send(reply, await history(deps.db, ctx(req), req.params.type, undefined, req.query as Record<string, string>, selfUrl(deps, req)));
+    return send(
+      reply,
+      await history(
+        deps.db,
+        ctx(req),
+        req.params.type,
+        undefined,
+        req.query as Record<string, string>,
+        selfUrl(deps, req),
+      ),
+    );
   });
 
   app.get<P<{ type: string; id: string }>>('/:type/:id', async (req, reply) => {
@@ -112,13 +137,33 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     assertType(req.params.type);
     const body = assertBody(req.body, req.params.type);
     const ifMatch = header(req, 'if-match');
-    return send(reply, await updateResource(deps.db, ctx(req), req.params.type, req.params.id, body, ifMatch ? { ifMatch } : {}));
+    return send(
+      reply,
+      await updateResource(
+        deps.db,
+        ctx(req),
+        req.params.type,
+        req.params.id,
+        body,
+        ifMatch ? { ifMatch } : {},
+      ),
+    );
   });
 
   app.patch<P<{ type: string; id: string }>>('/:type/:id', async (req, reply) => {
     assertType(req.params.type);
     const ifMatch = header(req, 'if-match');
-    return send(reply, await patchResource(deps.db, ctx(req), req.params.type, req.params.id, req.body, ifMatch ? { ifMatch } : {}));
+    return send(
+      reply,
+      await patchResource(
+        deps.db,
+        ctx(req),
+        req.params.type,
+        req.params.id,
+        req.body,
+        ifMatch ? { ifMatch } : {},
+      ),
+    );
   });
 
   app.delete<P<{ type: string; id: string }>>('/:type/:id', async (req, reply) => {
@@ -128,20 +173,50 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
 
   app.get<P<{ type: string; id: string }>>('/:type/:id/_history', async (req, reply) => {
     assertType(req.params.type);
-    return send(reply, await history(deps.db, ctx(req), req.params.type, req.params.id, req.query as Record<string, string>, selfUrl(deps, req)));
+    return send(
+      reply,
+      await history(
+        deps.db,
+        ctx(req),
+        req.params.type,
+        req.params.id,
+        req.query as Record<string, string>,
+        selfUrl(deps, req),
+      ),
+    );
   });
 
   app.get<P<{ type: string; id: string; vid: string }>>('/:type/:id/_history/:vid', async (req, reply) => {
     assertType(req.params.type);
-    return send(reply, await vreadResource(deps.db, ctx(req), req.params.type, req.params.id, req.params.vid));
+    return send(
+      reply,
+      await vreadResource(deps.db, ctx(req), req.params.type, req.params.id, req.params.vid),
+    );
   });
 
   // Everything else on these paths is a 405 with an OperationOutcome (not Fastify's plain 404).
   app.route({ method: ['PUT', 'DELETE', 'PATCH'], url: '/', handler: methodNotAllowed });
   app.route({ method: ['PUT', 'DELETE', 'PATCH'], url: '/:type', handler: methodNotAllowed });
   app.route({ method: ['POST'], url: '/:type/:id', handler: methodNotAllowed });
-  app.route({ method: ['POST', 'PUT', 'DELETE', 'PATCH'], url: '/:type/_history', handler: methodNotAllowed });
-  app.route({ method: ['POST', 'PUT', 'DELETE', 'PATCH'], url: '/:type/:id/_history', handler: methodNotAllowed });
-  app.route({ method: ['POST', 'PUT', 'DELETE', 'PATCH'], url: '/:type/:id/_history/:vid', handler: methodNotAllowed });
-  app.route({ method: ['POST', 'PUT', 'DELETE', 'PATCH'], url: '/metadata', handler: methodNotAllowed, config: { public: true } });
+  app.route({
+    method: ['POST', 'PUT', 'DELETE', 'PATCH'],
+    url: '/:type/_history',
+    handler: methodNotAllowed,
+  });
+  app.route({
+    method: ['POST', 'PUT', 'DELETE', 'PATCH'],
+    url: '/:type/:id/_history',
+    handler: methodNotAllowed,
+  });
+  app.route({
+    method: ['POST', 'PUT', 'DELETE', 'PATCH'],
+    url: '/:type/:id/_history/:vid',
+    handler: methodNotAllowed,
+  });
+  app.route({
+    method: ['POST', 'PUT', 'DELETE', 'PATCH'],
+    url: '/metadata',
+    handler: methodNotAllowed,
+    config: { public: true },
+  });
 }

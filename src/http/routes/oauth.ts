@@ -27,7 +27,11 @@ export function oauthRoutes(app: FastifyInstance, deps: AuthDeps): void {
     reply.header('cache-control', 'no-store');
     try {
       const ct = request.headers['content-type'] ?? '';
-      if (!ct.startsWith('application/x-www-form-urlencoded') || typeof request.body !== 'object' || request.body === null) {
+      if (
+        !ct.startsWith('application/x-www-form-urlencoded') ||
+        typeof request.body !== 'object' ||
+        request.body === null
+      ) {
         throw new OAuthError('invalid_request', 'The body must be application/x-www-form-urlencoded');
       }
       const body = request.body as FormBody;
