@@ -13,10 +13,20 @@ import { oauthRoutes } from './http/routes/oauth.js';
 import { wellKnownRoutes } from './http/routes/well-known.js';
 import type { Db } from './storage/db.js';
 import { createTokenIssuer } from './auth/access-token.js';
+import { AUTH_TYPES, createPrincipalCache } from './auth/principal-cache.js';
+import type { Signals } from './storage/signals.js';
+
+/** Writes that may change who a token's login is: auth resource types, and any Bundle (it may hold them). */
+function changesPrincipals(url: string): boolean {
+  const m = /^\/fhir\/R4\/?([A-Za-z]*)/.exec(url);
+  if (!m) return false;
+  return m[1] === '' || AUTH_TYPES.has(m[1] as string);
+}
 
 export interface AppDeps {
   config: Config;
   db: Db;
+  signals: Signals;
   keys: KeyRing;
   clock?: () => Date;
   newId?: () => string;
@@ -43,9 +53,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     clock,
     newId,
     accessTokenLifetime: config.accessTokenLifetime,
+    principals: createPrincipalCache(deps.signals),
   };
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    if (request.method !== 'GET' && request.method !== 'HEAD' && reply.statusCode < 400 && changesPrincipals(request.url)) {
+      // After commit (the reply is being sent) and before the client can send its next request.
+      await auth.principals.changed();
+    }
   });
   registerErrorHandler(app);
   registerContentTypes(app);

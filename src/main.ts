@@ -12,6 +12,7 @@ import { DirLockedError } from './storage/dir-lock.js';
 import { migrate } from './storage/migrate.js';
 import { openPglite } from './storage/pglite.js';
 import { openPostgres } from './storage/postgres.js';
+import { localSignals, postgresSignals } from './storage/signals.js';
 
 async function openDatabase(config: Config, log: Logger): Promise<Db> {
   if (!config.databaseUrl) {
@@ -81,7 +82,10 @@ async function main(): Promise<void> {
       `Generated super administrator client secret: ${g.clientSecret} (shown once; set admin.clientSecret to choose one)`,
     );
   const keys = await loadKeyRing(db);
-  const app = await buildApp({ config, db, keys, logger: log as unknown as FastifyBaseLogger });
+  const signals = config.databaseUrl
+    ? postgresSignals(config.databaseUrl, { onError: (err) => log.warn({ err: err.message }, 'signal connection error') })
+    : localSignals();
+  const app = await buildApp({ config, db, keys, signals, logger: log as unknown as FastifyBaseLogger });
   let stopping = false;
   const stop = async (signal: string): Promise<void> => {
     if (stopping) return;
@@ -89,6 +93,7 @@ async function main(): Promise<void> {
     log.info({ signal }, 'shutting down: finishing in-flight requests');
     try {
       await app.close();
+      await signals.close();
       await db.close();
       log.info('stopped');
       process.exit(0);

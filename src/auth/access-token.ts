@@ -1,6 +1,7 @@
 // The service's own access tokens: JWTs signed with the persisted key ring (RFC 9068 claims plus the ones
 // MedplumClient reads: login_id, profile, client_id). https://www.rfc-editor.org/rfc/rfc9068
 import { decodeProtectedHeader, errors, jwtVerify, SignJWT } from 'jose';
+import { LRUCache } from 'lru-cache';
 import type { KeyRing } from './keys.js';
 import { SIGNING_ALG } from './keys.js';
 
@@ -33,6 +34,9 @@ export interface TokenIssuer {
 }
 
 export function createTokenIssuer(ring: KeyRing, issuer: string): TokenIssuer {
+  // Signature checks cost ~0.25 ms each through WebCrypto; a verified token is remembered (in this process only)
+  // until its exp, so each request after the first costs a map lookup. Expiry is still checked on every use.
+  const verified = new LRUCache<string, VerifiedAccessToken>({ max: 20_000 });
   return {
     issuer,
     async sign(claims, lifetimeSeconds, nowSeconds) {
@@ -45,6 +49,11 @@ export function createTokenIssuer(ring: KeyRing, issuer: string): TokenIssuer {
         .sign(ring.current.privateKey);
     },
     async verify(token, nowSeconds) {
+      const known = verified.get(token);
+      if (known) {
+        if (known.exp <= nowSeconds) throw new InvalidTokenError('Token expired');
+        return known;
+      }
       try {
         const { payload } = await jwtVerify(
           token,
@@ -63,7 +72,9 @@ export function createTokenIssuer(ring: KeyRing, issuer: string): TokenIssuer {
         if (typeof payload.login_id !== 'string' || typeof payload.profile !== 'string') {
           throw new InvalidTokenError('Token lacks login_id or profile');
         }
-        return payload as unknown as VerifiedAccessToken;
+        const claims = payload as unknown as VerifiedAccessToken;
+        verified.set(token, claims);
+        return claims;
       } catch (err) {
         if (err instanceof InvalidTokenError) throw err;
         if (err instanceof errors.JWTExpired) throw new InvalidTokenError('Token expired');

@@ -31,7 +31,10 @@ export async function authenticate(deps: AuthDeps, header: string | undefined): 
     if (err instanceof InvalidTokenError) throw unauthorized(err.message, 'auth.invalid-token');
     throw err;
   }
+  const cached = deps.principals.get(claims.login_id);
+  if (cached) return cached;
   const principal = await loadPrincipal(deps.db, claims.login_id, claims.sub);
   if (!principal) throw unauthorized('The login of this token has ended', 'auth.login-ended');
+  deps.principals.set(claims.login_id, principal);
   return principal;
 }

@@ -1,6 +1,7 @@
 // What the auth functions need, passed in by the app (never read from globals).
 import type { Db } from '../storage/db.js';
 import type { TokenIssuer } from './access-token.js';
+import type { PrincipalCache } from './principal-cache.js';
 
 export interface AuthDeps {
   db: Db;
@@ -8,6 +9,7 @@ export interface AuthDeps {
   clock: () => Date;
   newId: () => string;
   accessTokenLifetime: number;
+  principals: PrincipalCache;
 }
 
 export const nowSeconds = (deps: Pick<AuthDeps, 'clock'>): number =>

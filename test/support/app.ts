@@ -6,6 +6,7 @@ import { ensureSuperAdmin } from '../../src/auth/bootstrap.js';
 import { loadKeyRing } from '../../src/auth/keys.js';
 import { parseConfig, type Config, type ConfigInput } from '../../src/config/config.js';
 import type { Db } from '../../src/storage/db.js';
+import { localSignals } from '../../src/storage/signals.js';
 import type { TestDatabase } from './db.js';
 
 export const ADMIN_CLIENT_ID = 'test-admin-client';
@@ -48,7 +49,8 @@ export async function startTestApp(
     config.admin,
   );
   const keys = await loadKeyRing(db);
-  const app = await buildApp({ config, db, keys });
+  const signals = localSignals();
+  const app = await buildApp({ config, db, keys, signals });
   const fhir = '/fhir/R4';
   const request: TestApp['request'] = ({ token, headers, ...rest }) =>
     app.inject({

@@ -211,10 +211,11 @@ describe('normalisation', () => {
     expect(dateRange('2020-01-01T10:00:00.5Z')?.high).toBe('2020-01-01T10:00:00.600Z');
     expect(dateRange('0050-01-01')?.low).toBe('0050-01-01T00:00:00.000Z');
     expect(dateRange('2021-02-29')).toBeUndefined();
+    expect(dateRange('9999-12-31')?.high).toBe('infinity');
     expect(dateRange('2020-01-01T25:00:00Z')).toBeUndefined();
     const period = getSearchParam('Encounter', 'date')!;
     expect(extractValues({ resourceType: 'Encounter', period: { start: '2020-01-01' } }, period)).toEqual([
-      { t: 'date', low: '2020-01-01T00:00:00.000Z', high: 'infinity' },
+      { t: 'date', low: Date.parse('2020-01-01T00:00:00Z'), high: Infinity },
     ]);
   });
 

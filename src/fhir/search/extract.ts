@@ -101,7 +101,14 @@ function compile(resourceType: string, param: SearchParamInfo): CompiledParam {
   const fast = fastParts.every((f) => f !== undefined);
   if (fast) {
     const evs = fastParts as Evaluator[];
-    const evaluate: Evaluator = evs.length === 1 ? (evs[0] as Evaluator) : (r) => evs.flatMap((e) => e(r));
+    const evaluate: Evaluator =
+      evs.length === 1
+        ? (evs[0] as Evaluator)
+        : (r) => {
+            const out: TypedValue[] = [];
+            for (const e of evs) for (const v of e(r)) out.push(v);
+            return out;
+          };
     return { param, fast, evaluate };
   }
   return { param, fast, evaluate: fhirpathEvaluator(param.expression) };

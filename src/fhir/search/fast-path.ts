@@ -74,10 +74,8 @@ export function parseFastPath(part: string): { root: string; steps: Step[] } | u
   return { root, steps: [...steps, ...tail] };
 }
 
-interface Node {
-  v: unknown;
-  t: string;
-  /** Model path of this node's children. */
+/** A TypedValue that also knows the model path of its children. */
+interface Node extends TypedValue {
   p: string;
 }
 
@@ -93,14 +91,14 @@ function fieldOp(table: Map<string, Lookup[]>): (nodes: Node[]) => Node[] {
     for (const n of nodes) {
       const lookups = table.get(n.p);
       if (!lookups) continue;
-      const obj = n.v as Record<string, unknown>;
+      const obj = n.value as Record<string, unknown>;
       for (const l of lookups) {
         const v = obj[l.key];
         if (v === undefined || v === null) continue;
         if (Array.isArray(v)) {
           for (const item of v)
-            if (item !== null && item !== undefined) out.push({ v: item, t: l.type, p: l.childPath });
-        } else out.push({ v, t: l.type, p: l.childPath });
+            if (item !== null && item !== undefined) out.push({ value: item, type: l.type, p: l.childPath });
+        } else out.push({ value: v, type: l.type, p: l.childPath });
       }
     }
     return out;
@@ -150,26 +148,26 @@ export function compileFastPart(part: string, resourceType: string): Evaluator |
       const type = st.type;
       ops.push((nodes) =>
         nodes.filter((n) => {
-          const ref = (n.v as { reference?: unknown }).reference;
+          const ref = (n.value as { reference?: unknown }).reference;
           const parts = typeof ref === 'string' ? referenceParts(ref) : undefined;
           return parts !== undefined && isTypeOf(parts.type, type);
         }),
       );
     } else if (st.kind === 'whereEq') {
       const { field, value } = st;
-      ops.push((nodes) => nodes.filter((n) => (n.v as Record<string, unknown>)[field] === value));
+      ops.push((nodes) => nodes.filter((n) => (n.value as Record<string, unknown>)[field] === value));
     } else {
       const type = st.type;
       paths = new Map([...paths].filter(([, t]) => isTypeOf(t, type)));
-      ops.push((nodes) => nodes.filter((n) => isTypeOf(n.t, type)));
+      ops.push((nodes) => nodes.filter((n) => isTypeOf(n.type, type)));
     }
   }
   return (resource) => {
-    let nodes: Node[] = [{ v: resource, t: resourceType, p: resourceType }];
+    let nodes: Node[] = [{ value: resource, type: resourceType, p: resourceType }];
     for (const op of ops) {
       nodes = op(nodes);
-      if (nodes.length === 0) return [];
+      if (nodes.length === 0) return nodes;
     }
-    return nodes.map((n) => ({ type: n.t, value: n.v }));
+    return nodes;
   };
 }

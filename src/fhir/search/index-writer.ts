@@ -1,134 +1,105 @@
-// Writes the search index rows of resource versions: one statement per call, whatever the number of resources
-// (each index table gets one INSERT ... SELECT FROM unnest(arrays) inside a single WITH statement).
+// Writes the search index rows of resource versions: one statement per call, whatever the number of resources.
+// Each index table gets one INSERT ... SELECT FROM json_to_recordset($n) inside a single WITH statement: JSON text
+// is built natively by V8 and read in C by PostgreSQL, ~10x cheaper on the client than node-pg's array literals.
 // https://hl7.org/fhir/R4/search.html
 import type { Queryable } from '../../storage/db.js';
 import type { Resource } from '../types.js';
 import { extractAll } from './extract.js';
+import type { IndexValue } from './normalise.js';
 
-interface Columns {
-  table: string;
-  columns: string[];
-  types: string[];
-  data: unknown[][];
+interface Table {
+  name: string;
+  /** Column list of the INSERT, and the SELECT list over the record `x`. */
+  columns: string;
+  select: string;
+  /** Short JSON keys and their SQL types for json_to_recordset. */
+  record: string;
+  row: (rid: number, rt: string, code: string, v: never) => Record<string, unknown>;
 }
 
-function tables(): Record<string, Columns> {
-  const t = (table: string, cols: [string, string][]): Columns => ({
-    table,
-    columns: ['rid', 'resource_type', 'code', ...cols.map((c) => c[0])],
-    types: ['bigint', 'text', 'text', ...cols.map((c) => c[1])],
-    data: [[], [], [], ...cols.map(() => [])],
-  });
-  return {
-    string: t('sp_string', [
-      ['value_norm', 'text'],
-      ['value_exact', 'text'],
-    ]),
-    token: t('sp_token', [
-      ['system', 'text'],
-      ['value', 'text'],
-      ['text_norm', 'text'],
-    ]),
-    reference: t('sp_reference', [
-      ['target_type', 'text'],
-      ['target_id', 'text'],
-      ['ref', 'text'],
-    ]),
-    date: t('sp_date', [
-      ['low', 'timestamptz'],
-      ['high', 'timestamptz'],
-    ]),
-    number: t('sp_number', [['value', 'numeric']]),
-    quantity: t('sp_quantity', [
-      ['value', 'numeric'],
-      ['system', 'text'],
-      ['unit_code', 'text'],
-      ['unit', 'text'],
-    ]),
-    uri: t('sp_uri', [['value', 'text']]),
-  };
-}
+const finite = (ms: number): number | string => (Number.isFinite(ms) ? ms : String(ms));
 
-export const INDEX_TABLES = [
-  'sp_string',
-  'sp_token',
-  'sp_reference',
-  'sp_date',
-  'sp_number',
-  'sp_quantity',
-  'sp_uri',
-];
+const TABLES: Record<IndexValue['t'], Table> = {
+  string: {
+    name: 'sp_string',
+    columns: 'rid, resource_type, code, value_norm, value_exact',
+    select: 'x.r, x.t, x.c, x.n, x.e',
+    record: 'r bigint, t text, c text, n text, e text',
+    row: (r, t, c, v: Extract<IndexValue, { t: 'string' }>) => ({ r, t, c, n: v.norm, e: v.exact }),
+  },
+  token: {
+    name: 'sp_token',
+    columns: 'rid, resource_type, code, system, value, text_norm',
+    select: 'x.r, x.t, x.c, x.s, x.v, x.x',
+    record: 'r bigint, t text, c text, s text, v text, x text',
+    row: (r, t, c, v: Extract<IndexValue, { t: 'token' }>) => ({ r, t, c, s: v.system, v: v.value, x: v.text }),
+  },
+  reference: {
+    name: 'sp_reference',
+    columns: 'rid, resource_type, code, target_type, target_id, ref',
+    select: 'x.r, x.t, x.c, x.y, x.i, x.f',
+    record: 'r bigint, t text, c text, y text, i text, f text',
+    row: (r, t, c, v: Extract<IndexValue, { t: 'reference' }>) => ({ r, t, c, y: v.targetType, i: v.targetId, f: v.ref }),
+  },
+  date: {
+    name: 'sp_date',
+    columns: 'rid, resource_type, code, low, high',
+    // Epoch milliseconds ('Infinity' for open ends) → timestamptz.
+    select: 'x.r, x.t, x.c, to_timestamp(x.l / 1000), to_timestamp(x.h / 1000)',
+    record: 'r bigint, t text, c text, l float8, h float8',
+    row: (r, t, c, v: Extract<IndexValue, { t: 'date' }>) => ({ r, t, c, l: finite(v.low), h: finite(v.high) }),
+  },
+  number: {
+    name: 'sp_number',
+    columns: 'rid, resource_type, code, value',
+    select: 'x.r, x.t, x.c, x.v',
+    record: 'r bigint, t text, c text, v numeric',
+    row: (r, t, c, v: Extract<IndexValue, { t: 'number' }>) => ({ r, t, c, v: v.value }),
+  },
+  quantity: {
+    name: 'sp_quantity',
+    columns: 'rid, resource_type, code, value, system, unit_code, unit',
+    select: 'x.r, x.t, x.c, x.v, x.s, x.u, x.n',
+    record: 'r bigint, t text, c text, v numeric, s text, u text, n text',
+    row: (r, t, c, v: Extract<IndexValue, { t: 'quantity' }>) => ({ r, t, c, v: v.value, s: v.system, u: v.code, n: v.unit }),
+  },
+  uri: {
+    name: 'sp_uri',
+    columns: 'rid, resource_type, code, value',
+    select: 'x.r, x.t, x.c, x.v',
+    record: 'r bigint, t text, c text, v text',
+    row: (r, t, c, v: Extract<IndexValue, { t: 'uri' }>) => ({ r, t, c, v: v.value }),
+  },
+};
+
+export const INDEX_TABLES = Object.values(TABLES).map((t) => t.name);
 
 /** Writes the index rows of the given (new) resource versions; the caller has deleted older rows of these rids. */
-export async function writeIndex(
-  tx: Queryable,
-  items: readonly { rid: number; resource: Resource }[],
-): Promise<void> {
+export async function writeIndex(tx: Queryable, items: readonly { rid: number; resource: Resource }[]): Promise<void> {
   if (items.length === 0) return;
-  const t = tables();
+  const rows = new Map<IndexValue['t'], Record<string, unknown>[]>();
   for (const { rid, resource } of items) {
     const rt = resource.resourceType;
     for (const { code, values } of extractAll(resource)) {
       for (const v of values) {
-        const cols = t[v.t] as Columns;
-        const d = cols.data;
-        (d[0] as unknown[]).push(rid);
-        (d[1] as unknown[]).push(rt);
-        (d[2] as unknown[]).push(code);
-        switch (v.t) {
-          case 'string':
-            (d[3] as unknown[]).push(v.norm);
-            (d[4] as unknown[]).push(v.exact);
-            break;
-          case 'token':
-            (d[3] as unknown[]).push(v.system);
-            (d[4] as unknown[]).push(v.value);
-            (d[5] as unknown[]).push(v.text);
-            break;
-          case 'reference':
-            (d[3] as unknown[]).push(v.targetType);
-            (d[4] as unknown[]).push(v.targetId);
-            (d[5] as unknown[]).push(v.ref);
-            break;
-          case 'date':
-            (d[3] as unknown[]).push(v.low);
-            (d[4] as unknown[]).push(v.high);
-            break;
-          case 'number':
-            (d[3] as unknown[]).push(v.value);
-            break;
-          case 'quantity':
-            (d[3] as unknown[]).push(v.value);
-            (d[4] as unknown[]).push(v.system);
-            (d[5] as unknown[]).push(v.code);
-            (d[6] as unknown[]).push(v.unit);
-            break;
-          case 'uri':
-            (d[3] as unknown[]).push(v.value);
-            break;
-        }
+        let list = rows.get(v.t);
+        if (!list) rows.set(v.t, (list = []));
+        list.push(TABLES[v.t].row(rid, rt, code, v as never));
       }
     }
   }
   const parts: string[] = [];
-  const params: unknown[] = [];
-  for (const cols of Object.values(t)) {
-    if ((cols.data[0] as unknown[]).length === 0) continue;
-    const args = cols.data.map((arr, i) => {
-      params.push(arr);
-      return `$${params.length}::${cols.types[i]}[]`;
-    });
+  const params: string[] = [];
+  for (const [kind, list] of rows) {
+    const t = TABLES[kind];
+    params.push(JSON.stringify(list));
     parts.push(
-      `INSERT INTO ${cols.table} (${cols.columns.join(', ')}) SELECT * FROM unnest(${args.join(', ')})`,
+      `INSERT INTO ${t.name} (${t.columns}) SELECT ${t.select} FROM json_to_recordset($${params.length}::json) AS x(${t.record})`,
     );
   }
   if (parts.length === 0) return;
-  if (parts.length === 1) {
-    await tx.query(parts[0] as string, params);
-    return;
-  }
   const ctes = parts.slice(0, -1).map((p, i) => `w${i} AS (${p})`);
-  await tx.query(`WITH ${ctes.join(', ')} ${parts[parts.length - 1]}`, params);
+  await tx.query(ctes.length ? `WITH ${ctes.join(', ')} ${parts[parts.length - 1]}` : (parts[0] as string), params);
 }
 
 /** Removes every index row of the given rids (one statement). */

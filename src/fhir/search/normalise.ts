@@ -6,7 +6,8 @@ export type IndexValue =
   | { t: 'string'; norm: string; exact: string }
   | { t: 'token'; system: string | null; value: string | null; text: string | null }
   | { t: 'reference'; targetType: string | null; targetId: string | null; ref: string }
-  | { t: 'date'; low: string; high: string }
+  /** [low, high) in epoch milliseconds, ±Infinity when open-ended. */
+  | { t: 'date'; low: number; high: number }
   | { t: 'number'; value: string }
   | { t: 'quantity'; value: string; system: string | null; code: string | null; unit: string | null }
   | { t: 'uri'; value: string };
@@ -63,18 +64,26 @@ function utc(y: number, mo: number, d: number, h = 0, mi = 0, s = 0, ms = 0): Da
 }
 
 /** ISO text PostgreSQL reads; past year 9999 (the end of 9999-12-31, or a time zone shift) is open-ended. */
-function iso(d: Date): string {
-  const y = d.getUTCFullYear();
-  if (y > 9999) return 'infinity';
-  if (y < 1) return '-infinity';
-  return d.toISOString();
+function iso(ms: number): string {
+  if (ms >= MAX_MS) return 'infinity';
+  if (ms < MIN_MS) return '-infinity';
+  return new Date(ms).toISOString();
 }
+
+const MAX_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999) + 1;
+const MIN_MS = utc(1, 0, 1).getTime();
 
 /**
  * The range a date, dateTime or instant covers at its precision, as [low, high) ISO instants:
  * `2020` → [2020-01-01T00:00:00.000Z, 2021-01-01T00:00:00.000Z). Times without a zone are read as UTC.
  */
 export function dateRange(s: string): { low: string; high: string } | undefined {
+  const r = dateRangeMs(s);
+  return r && { low: iso(r.low), high: iso(r.high) };
+}
+
+/** dateRange in epoch milliseconds (what the index stores). */
+export function dateRangeMs(s: string): { low: number; high: number } | undefined {
   const m = DATE.exec(s);
   if (!m) return undefined;
   const y = Number(m[1]);
@@ -86,7 +95,7 @@ export function dateRange(s: string): { low: string; high: string } | undefined 
     const low = utc(y, mo, d);
     if (low.getUTCDate() !== d) return undefined; // 2021-02-30
     const high = m[3] ? utc(y, mo, d + 1) : m[2] ? utc(y, mo + 1, 1) : utc(y + 1, 0, 1);
-    return { low: low.toISOString(), high: iso(high) };
+    return { low: low.getTime(), high: high.getTime() };
   }
   const h = Number(m[4]);
   const mi = Number(m[5]);
@@ -100,19 +109,10 @@ export function dateRange(s: string): { low: string; high: string } | undefined 
     const sign = tz.startsWith('-') ? -1 : 1;
     offsetMin = sign * (Number(tz.slice(1, 3)) * 60 + Number(tz.slice(4, 6)));
   }
-  const low = utc(y, mo, d, h, mi - offsetMin, sec, ms);
-  if (Number.isNaN(low.getTime())) return undefined;
-  const step =
-    m[6] === undefined
-      ? 60_000
-      : frac.length === 0
-        ? 1000
-        : frac.length === 1
-          ? 100
-          : frac.length === 2
-            ? 10
-            : 1;
-  return { low: iso(low), high: iso(new Date(low.getTime() + step)) };
+  const low = utc(y, mo, d, h, mi - offsetMin, sec, ms).getTime();
+  if (Number.isNaN(low)) return undefined;
+  const step = m[6] === undefined ? 60_000 : frac.length === 0 ? 1000 : frac.length === 1 ? 100 : frac.length === 2 ? 10 : 1;
+  return { low, high: low + step };
 }
 
 // ---- decimals ----------------------------------------------------------------------------------------------
@@ -239,11 +239,13 @@ function tokenValues(type: string, v: unknown, out: IndexValue[]): void {
   if (typeof v === 'string') return tok(null, v, null);
   const o = v as Obj;
   switch (type) {
-    case 'CodeableConcept':
-      for (const c of Array.isArray(o.coding) ? (o.coding as Obj[]) : [])
-        if (c) tok(c.system, c.code, c.display);
-      if (str(o.text)) tok(null, null, o.text);
+    case 'CodeableConcept': {
+      const codings = Array.isArray(o.coding) ? (o.coding as Obj[]) : [];
+      for (const c of codings) if (c) tok(c.system, c.code, c.display);
+      // The text gets its own row unless a coding's display already says the same (`:text` finds that one).
+      if (str(o.text) && !codings.some((c) => c?.display === o.text)) tok(null, null, o.text);
       return;
+    }
     case 'Coding':
       return tok(o.system, o.code, o.display);
     case 'Identifier':
@@ -282,15 +284,15 @@ function quantityValues(type: string, v: unknown, out: IndexValue[]): void {
 
 function dateValues(type: string, v: unknown, out: IndexValue[]): void {
   if (typeof v === 'string') {
-    const r = dateRange(v);
-    if (r) out.push({ t: 'date', ...r });
+    const r = dateRangeMs(v);
+    if (r) out.push({ t: 'date', low: r.low, high: r.high });
     return;
   }
   const o = v as Obj;
   if (type === 'Period') {
-    const start = typeof o.start === 'string' ? dateRange(o.start) : undefined;
-    const end = typeof o.end === 'string' ? dateRange(o.end) : undefined;
-    if (start || end) out.push({ t: 'date', low: start?.low ?? '-infinity', high: end?.high ?? 'infinity' });
+    const start = typeof o.start === 'string' ? dateRangeMs(o.start) : undefined;
+    const end = typeof o.end === 'string' ? dateRangeMs(o.end) : undefined;
+    if (start || end) out.push({ t: 'date', low: start?.low ?? -Infinity, high: end?.high ?? Infinity });
   } else if (type === 'Timing') {
     for (const e of strs(o.event)) dateValues('dateTime', e, out);
   }

@@ -196,12 +196,13 @@ function filterCondition(
   if (f.column) return columnCondition(f, a, b);
   const table = TABLE[f.type] as string;
   const x = b.alias('x');
+  // Positive tests are `rid IN (uncorrelated subquery)` (planned a little faster than EXISTS); negative ones stay
+  // NOT EXISTS, an anti-join that scales where NOT IN would need the whole subquery in memory.
   if (f.chain) {
     const t = b.alias('t');
     const { targetType, filter } = f.chain;
     const tt = b.p(targetType);
     const conds = [
-      `${x}.rid = ${a}.rid`,
       `${x}.resource_type = ${b.p(resourceType)}`,
       `${x}.code = ${b.p(f.code)}`,
       `${x}.target_type = ${tt}`,
@@ -209,15 +210,17 @@ function filterCondition(
       ...(scope.projectId !== null ? [`${t}.project_id = ${b.p(scope.projectId)}`] : []),
       filterCondition(targetType, filter, t, b, scope),
     ];
-    return `EXISTS (SELECT 1 FROM sp_reference ${x} JOIN resources ${t} ON ${t}.resource_type = ${tt} AND ${t}.id = ${x}.target_id WHERE ${conds.join(' AND ')})`;
+    return `${a}.rid IN (SELECT ${x}.rid FROM sp_reference ${x} JOIN resources ${t} ON ${t}.resource_type = ${tt} AND ${t}.id = ${x}.target_id WHERE ${conds.join(' AND ')})`;
   }
   if (f.missing !== undefined) {
     const any = `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${x}.code = ${b.p(f.code)})`;
     return f.missing ? `NOT ${any}` : any;
   }
-  const head = `SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${x}.resource_type = ${b.p(resourceType)} AND ${x}.code = ${b.p(f.code)}`;
-  const values = or(f.values.map((v) => valueCondition(f, v, x, b)));
-  return `${f.modifier === 'not' ? 'NOT ' : ''}EXISTS (${head} AND ${values})`;
+  const test = `${x}.resource_type = ${b.p(resourceType)} AND ${x}.code = ${b.p(f.code)} AND ${or(
+    f.values.map((v) => valueCondition(f, v, x, b)),
+  )}`;
+  if (f.modifier === 'not') return `NOT EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${test})`;
+  return `${a}.rid IN (SELECT ${x}.rid FROM ${table} ${x} WHERE ${test})`;
 }
 
 /** The WHERE clause of a search over alias `r`. */

@@ -14,7 +14,7 @@ CREATE TABLE sp_string (
   value_exact text NOT NULL
 );
 CREATE INDEX sp_string_value ON sp_string (resource_type, code, value_norm text_pattern_ops, rid);
-CREATE INDEX sp_string_rid ON sp_string (rid, code);
+CREATE INDEX sp_string_rid ON sp_string (rid);
 
 CREATE TABLE sp_token (
   rid bigint NOT NULL,
@@ -25,7 +25,7 @@ CREATE TABLE sp_token (
   text_norm text
 );
 CREATE INDEX sp_token_value ON sp_token (resource_type, code, value, system, rid);
-CREATE INDEX sp_token_rid ON sp_token (rid, code);
+CREATE INDEX sp_token_rid ON sp_token (rid);
 
 CREATE TABLE sp_reference (
   rid bigint NOT NULL,
@@ -36,7 +36,7 @@ CREATE TABLE sp_reference (
   ref text NOT NULL
 );
 CREATE INDEX sp_reference_ref ON sp_reference (resource_type, code, ref, rid);
-CREATE INDEX sp_reference_rid ON sp_reference (rid, code);
+CREATE INDEX sp_reference_rid ON sp_reference (rid);
 
 CREATE TABLE sp_date (
   rid bigint NOT NULL,
@@ -46,7 +46,7 @@ CREATE TABLE sp_date (
   high timestamptz NOT NULL
 );
 CREATE INDEX sp_date_value ON sp_date (resource_type, code, low, high, rid);
-CREATE INDEX sp_date_rid ON sp_date (rid, code);
+CREATE INDEX sp_date_rid ON sp_date (rid);
 
 CREATE TABLE sp_number (
   rid bigint NOT NULL,
@@ -55,7 +55,7 @@ CREATE TABLE sp_number (
   value numeric NOT NULL
 );
 CREATE INDEX sp_number_value ON sp_number (resource_type, code, value, rid);
-CREATE INDEX sp_number_rid ON sp_number (rid, code);
+CREATE INDEX sp_number_rid ON sp_number (rid);
 
 CREATE TABLE sp_quantity (
   rid bigint NOT NULL,
@@ -67,7 +67,7 @@ CREATE TABLE sp_quantity (
   unit text
 );
 CREATE INDEX sp_quantity_value ON sp_quantity (resource_type, code, value, rid);
-CREATE INDEX sp_quantity_rid ON sp_quantity (rid, code);
+CREATE INDEX sp_quantity_rid ON sp_quantity (rid);
 
 CREATE TABLE sp_uri (
   rid bigint NOT NULL,
@@ -76,5 +76,5 @@ CREATE TABLE sp_uri (
   value text NOT NULL
 );
 CREATE INDEX sp_uri_value ON sp_uri (resource_type, code, value text_pattern_ops, rid);
-CREATE INDEX sp_uri_rid ON sp_uri (rid, code);
+CREATE INDEX sp_uri_rid ON sp_uri (rid);
 `;

@@ -1,0 +1,30 @@
+// Principals by login id, kept briefly in each process so that a request costs no extra query for its login.
+// Any change to what a principal is made of (memberships, projects, clients, users, logins) clears every
+// instance's cache through the `auth-changed` signal, so a revoked login or removed membership stops working at once.
+import { LRUCache } from 'lru-cache';
+import type { Signals } from '../storage/signals.js';
+import type { Principal } from './principal.js';
+
+export const AUTH_CHANGED = 'auth-changed';
+/** Resource types whose writes change principals. */
+export const AUTH_TYPES = new Set(['ProjectMembership', 'Project', 'ClientApplication', 'User', 'Login']);
+
+export interface PrincipalCache {
+  get(loginId: string): Principal | undefined;
+  set(loginId: string, p: Principal): void;
+  /** Clears this instance now and tells the others. */
+  changed(): Promise<void>;
+}
+
+export function createPrincipalCache(signals: Signals, opts: { ttlMs?: number; max?: number } = {}): PrincipalCache {
+  const lru = new LRUCache<string, Principal>({ max: opts.max ?? 10_000, ttl: opts.ttlMs ?? 30_000 });
+  signals.subscribe(AUTH_CHANGED, () => lru.clear());
+  return {
+    get: (id) => lru.get(id),
+    set: (id, p) => void lru.set(id, p),
+    async changed() {
+      lru.clear();
+      await signals.publish(AUTH_CHANGED, '*');
+    },
+  };
+}
