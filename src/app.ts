@@ -57,7 +57,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   };
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
-    if (request.method !== 'GET' && request.method !== 'HEAD' && reply.statusCode < 400 && changesPrincipals(request.url)) {
+    if (
+      request.method !== 'GET' &&
+      request.method !== 'HEAD' &&
+      reply.statusCode < 400 &&
+      changesPrincipals(request.url)
+    ) {
       // After commit (the reply is being sent) and before the client can send its next request.
       await auth.principals.changed();
     }

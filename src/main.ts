@@ -83,7 +83,9 @@ async function main(): Promise<void> {
     );
   const keys = await loadKeyRing(db);
   const signals = config.databaseUrl
-    ? postgresSignals(config.databaseUrl, { onError: (err) => log.warn({ err: err.message }, 'signal connection error') })
+    ? postgresSignals(config.databaseUrl, {
+        onError: (err) => log.warn({ err: err.message }, 'signal connection error'),
+      })
     : localSignals();
   const app = await buildApp({ config, db, keys, signals, logger: log as unknown as FastifyBaseLogger });
   let stopping = false;

@@ -16,7 +16,10 @@ export interface PrincipalCache {
   changed(): Promise<void>;
 }
 
-export function createPrincipalCache(signals: Signals, opts: { ttlMs?: number; max?: number } = {}): PrincipalCache {
+export function createPrincipalCache(
+  signals: Signals,
+  opts: { ttlMs?: number; max?: number } = {},
+): PrincipalCache {
   const lru = new LRUCache<string, Principal>({ max: opts.max ?? 10_000, ttl: opts.ttlMs ?? 30_000 });
   signals.subscribe(AUTH_CHANGED, () => lru.clear());
   return {

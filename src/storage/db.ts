@@ -36,3 +36,10 @@ export function sqlState(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' ? code : undefined;
 }
+
+/** The constraint a unique violation hit (PostgreSQL and PGlite both report it), if the error is one. */
+export function violatedConstraint(err: unknown): string | undefined {
+  if (sqlState(err) !== UNIQUE_VIOLATION) return undefined;
+  const c = (err as { constraint?: unknown }).constraint;
+  return typeof c === 'string' ? c : '';
+}

@@ -34,7 +34,10 @@ const PG_CHANNEL = 'cinder_signals';
  * LISTEN on a dedicated connection (reconnecting after a loss, and then telling every subscriber to treat all
  * caches as stale, since messages may have been missed); NOTIFY through a short-lived pool query.
  */
-export function postgresSignals(url: string, opts: { schema?: string; onError?: (err: Error) => void } = {}): Signals {
+export function postgresSignals(
+  url: string,
+  opts: { schema?: string; onError?: (err: Error) => void } = {},
+): Signals {
   const local = localSignals();
   const channel = opts.schema ? `${PG_CHANNEL}_${opts.schema}` : PG_CHANNEL;
   const notifier = new pg.Pool({ connectionString: url, max: 2 });

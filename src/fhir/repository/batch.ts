@@ -17,6 +17,7 @@ import {
 } from './bundle-entry.js';
 import type { RepoContext } from './context.js';
 import { commitCreates, createdResult, createResource } from './create.js';
+import { storageErrorToFhir } from './storage-errors.js';
 import { prepareWrite, type PreparedWrite } from './prepare.js';
 
 export async function processBatch(
@@ -29,8 +30,9 @@ export async function processBatch(
   const { entry } = assertBundle(body, maxEntries);
   const out: BundleEntryText[] = new Array(entry.length);
   const fail = (i: number, err: unknown): void => {
-    if (err instanceof FhirError) {
-      out[i] = errorEntry(err);
+    const known = err instanceof FhirError ? err : storageErrorToFhir(err);
+    if (known) {
+      out[i] = errorEntry(known);
     } else {
       onUnexpected(err);
       out[i] = errorEntry(

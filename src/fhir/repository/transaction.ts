@@ -2,7 +2,6 @@
 // Processing order per https://hl7.org/fhir/R4/http.html#trules: DELETE, POST, PUT/PATCH, GET.
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../../storage/db.js';
-import { sqlState, UNIQUE_VIOLATION } from '../../storage/db.js';
 import { bundleToJson, type BundleEntryText } from '../bundle.js';
 import { FhirError } from '../outcome.js';
 import { RawJson, type FhirResult } from '../result.js';
@@ -70,7 +69,7 @@ export async function processTransaction(
     }
     if (e.fullUrl) seen.add(`fullUrl ${e.fullUrl}`);
   }
-  try {
+  {
     const results = await db.transaction(async (tx) => {
       const out: (FhirResult | undefined)[] = new Array(entries.length);
       const idMap = new Map<string, string>();
@@ -153,14 +152,5 @@ export async function processTransaction(
       randomUUID(),
     );
     return { status: 200, body: new RawJson(text) };
-  } catch (err) {
-    if (sqlState(err) === UNIQUE_VIOLATION) {
-      throw new FhirError(
-        'conflict',
-        'A concurrent request wrote the same resource; retry the transaction',
-        'bundle.race',
-      );
-    }
-    throw err;
   }
 }

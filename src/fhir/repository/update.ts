@@ -1,6 +1,5 @@
 // update (PUT), including update-as-create and version-aware update: https://hl7.org/fhir/R4/http.html#update
 import type { Db, Queryable } from '../../storage/db.js';
-import { sqlState, UNIQUE_VIOLATION } from '../../storage/db.js';
 import { FhirError } from '../outcome.js';
 import type { FhirResult } from '../result.js';
 import type { Resource } from '../types.js';
@@ -93,16 +92,6 @@ export async function updateResource(
   input: Resource,
   opts: { ifMatch?: string } = {},
 ): Promise<FhirResult> {
-  try {
-    return await db.transaction((tx) => updateInTx(tx, ctx, resourceType, id, input, opts.ifMatch));
-  } catch (err) {
-    if (sqlState(err) === UNIQUE_VIOLATION) {
-      throw new FhirError(
-        'conflict',
-        `Concurrent create of ${resourceType}/${id}; retry`,
-        'rest.update.race',
-      );
-    }
-    throw err;
-  }
+  // A unique violation (concurrent update-as-create, a taken externalId) is mapped by the HTTP error handler.
+  return db.transaction((tx) => updateInTx(tx, ctx, resourceType, id, input, opts.ifMatch));
 }

@@ -105,17 +105,14 @@ describe('fast path', () => {
   }, 600_000);
 
   it('uses fhirpath for the rest, with resolve() reading the reference', () => {
-    const p = getSearchParam('Patient', 'deceased');
-    expect(p && fastEvaluator('Patient', p)).toBeUndefined();
-    const dead = { resourceType: 'Patient', deceasedDateTime: '2020-01-01' };
-    expect(extractValues(dead, p!)).toEqual([{ t: 'token', system: null, value: 'true', text: null }]);
+    const profileType = getSearchParam('ProjectMembership', 'profile-type')!;
+    expect(fastEvaluator('ProjectMembership', profileType)).toBeUndefined();
     const pm = {
       resourceType: 'ProjectMembership',
       profile: { reference: 'Practitioner/1' },
       externalId: 'ext-1',
     };
-    const profileType = getSearchParam('ProjectMembership', 'profile-type');
-    expect(extractValues(pm, profileType!)).toEqual([
+    expect(extractValues(pm, profileType)).toEqual([
       { t: 'token', system: null, value: 'Practitioner', text: null },
     ]);
     const all = extractAll(pm);
@@ -123,6 +120,24 @@ describe('fast path', () => {
       { t: 'string', norm: 'ext-1', exact: 'ext-1' },
     ]);
     expect(all.find((x) => x.code === 'profile')?.values[0]).toMatchObject({ ref: 'Practitioner/1' });
+  });
+
+  it('evaluates `X.exists() and X != false` (Patient-deceased) like fhirpath', () => {
+    const p = getSearchParam('Patient', 'deceased')!;
+    const fast = fastEvaluator('Patient', p)!;
+    for (const r of [
+      { resourceType: 'Patient' },
+      { resourceType: 'Patient', deceasedBoolean: false },
+      { resourceType: 'Patient', deceasedBoolean: true },
+      { resourceType: 'Patient', deceasedDateTime: '2020-01-01' },
+    ]) {
+      expect(toIndexValues('token', fast(r))).toEqual(
+        toIndexValues('token', fhirpathEvaluator(p.expression)(r)),
+      );
+    }
+    expect(extractValues({ resourceType: 'Patient', deceasedDateTime: '2020' }, p)).toEqual([
+      { t: 'token', system: null, value: 'true', text: null },
+    ]);
   });
 });
 

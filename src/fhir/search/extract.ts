@@ -141,13 +141,21 @@ export function extractValues(resource: Resource, param: SearchParamInfo): Index
   return toIndexValues(param.type, evaluate(resource as Record<string, unknown>));
 }
 
-/** Index values of every indexed parameter of a resource, by parameter code. */
+/**
+ * Index values of every indexed parameter of a resource, by parameter code. A value of an unexpected shape
+ * contributes nothing rather than failing the write (validation is not this module's job).
+ */
 export function extractAll(resource: Resource): { code: string; values: IndexValue[] }[] {
   const out: { code: string; values: IndexValue[] }[] = [];
   for (const c of indexedParamsOf(resource.resourceType)) {
-    const found = c.evaluate(resource as Record<string, unknown>);
-    if (found.length === 0) continue;
-    const values = toIndexValues(c.param.type, found);
+    let values: IndexValue[];
+    try {
+      const found = c.evaluate(resource as Record<string, unknown>);
+      if (found.length === 0) continue;
+      values = toIndexValues(c.param.type, found);
+    } catch {
+      continue;
+    }
     if (values.length > 0) out.push({ code: c.param.code, values });
   }
   return out;

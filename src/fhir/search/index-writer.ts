@@ -32,14 +32,28 @@ const TABLES: Record<IndexValue['t'], Table> = {
     columns: 'rid, resource_type, code, system, value, text_norm',
     select: 'x.r, x.t, x.c, x.s, x.v, x.x',
     record: 'r bigint, t text, c text, s text, v text, x text',
-    row: (r, t, c, v: Extract<IndexValue, { t: 'token' }>) => ({ r, t, c, s: v.system, v: v.value, x: v.text }),
+    row: (r, t, c, v: Extract<IndexValue, { t: 'token' }>) => ({
+      r,
+      t,
+      c,
+      s: v.system,
+      v: v.value,
+      x: v.text,
+    }),
   },
   reference: {
     name: 'sp_reference',
     columns: 'rid, resource_type, code, target_type, target_id, ref',
     select: 'x.r, x.t, x.c, x.y, x.i, x.f',
     record: 'r bigint, t text, c text, y text, i text, f text',
-    row: (r, t, c, v: Extract<IndexValue, { t: 'reference' }>) => ({ r, t, c, y: v.targetType, i: v.targetId, f: v.ref }),
+    row: (r, t, c, v: Extract<IndexValue, { t: 'reference' }>) => ({
+      r,
+      t,
+      c,
+      y: v.targetType,
+      i: v.targetId,
+      f: v.ref,
+    }),
   },
   date: {
     name: 'sp_date',
@@ -47,7 +61,13 @@ const TABLES: Record<IndexValue['t'], Table> = {
     // Epoch milliseconds ('Infinity' for open ends) → timestamptz.
     select: 'x.r, x.t, x.c, to_timestamp(x.l / 1000), to_timestamp(x.h / 1000)',
     record: 'r bigint, t text, c text, l float8, h float8',
-    row: (r, t, c, v: Extract<IndexValue, { t: 'date' }>) => ({ r, t, c, l: finite(v.low), h: finite(v.high) }),
+    row: (r, t, c, v: Extract<IndexValue, { t: 'date' }>) => ({
+      r,
+      t,
+      c,
+      l: finite(v.low),
+      h: finite(v.high),
+    }),
   },
   number: {
     name: 'sp_number',
@@ -61,7 +81,15 @@ const TABLES: Record<IndexValue['t'], Table> = {
     columns: 'rid, resource_type, code, value, system, unit_code, unit',
     select: 'x.r, x.t, x.c, x.v, x.s, x.u, x.n',
     record: 'r bigint, t text, c text, v numeric, s text, u text, n text',
-    row: (r, t, c, v: Extract<IndexValue, { t: 'quantity' }>) => ({ r, t, c, v: v.value, s: v.system, u: v.code, n: v.unit }),
+    row: (r, t, c, v: Extract<IndexValue, { t: 'quantity' }>) => ({
+      r,
+      t,
+      c,
+      v: v.value,
+      s: v.system,
+      u: v.code,
+      n: v.unit,
+    }),
   },
   uri: {
     name: 'sp_uri',
@@ -75,7 +103,10 @@ const TABLES: Record<IndexValue['t'], Table> = {
 export const INDEX_TABLES = Object.values(TABLES).map((t) => t.name);
 
 /** Writes the index rows of the given (new) resource versions; the caller has deleted older rows of these rids. */
-export async function writeIndex(tx: Queryable, items: readonly { rid: number; resource: Resource }[]): Promise<void> {
+export async function writeIndex(
+  tx: Queryable,
+  items: readonly { rid: number; resource: Resource }[],
+): Promise<void> {
   if (items.length === 0) return;
   const rows = new Map<IndexValue['t'], Record<string, unknown>[]>();
   for (const { rid, resource } of items) {
@@ -99,7 +130,10 @@ export async function writeIndex(tx: Queryable, items: readonly { rid: number; r
   }
   if (parts.length === 0) return;
   const ctes = parts.slice(0, -1).map((p, i) => `w${i} AS (${p})`);
-  await tx.query(ctes.length ? `WITH ${ctes.join(', ')} ${parts[parts.length - 1]}` : (parts[0] as string), params);
+  await tx.query(
+    ctes.length ? `WITH ${ctes.join(', ')} ${parts[parts.length - 1]}` : (parts[0] as string),
+    params,
+  );
 }
 
 /** Removes every index row of the given rids (one statement). */

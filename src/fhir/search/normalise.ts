@@ -111,7 +111,16 @@ export function dateRangeMs(s: string): { low: number; high: number } | undefine
   }
   const low = utc(y, mo, d, h, mi - offsetMin, sec, ms).getTime();
   if (Number.isNaN(low)) return undefined;
-  const step = m[6] === undefined ? 60_000 : frac.length === 0 ? 1000 : frac.length === 1 ? 100 : frac.length === 2 ? 10 : 1;
+  const step =
+    m[6] === undefined
+      ? 60_000
+      : frac.length === 0
+        ? 1000
+        : frac.length === 1
+          ? 100
+          : frac.length === 2
+            ? 10
+            : 1;
   return { low, high: low + step };
 }
 

@@ -155,6 +155,13 @@ const others: Resource[] = [
     valueQuantity: { value: 100, unit: 'kg', system: 'http://unitsofmeasure.org', code: 'kg' },
   },
   {
+    resourceType: 'Encounter',
+    id: 'enc-open',
+    status: 'in-progress',
+    class: { code: 'AMB' },
+    period: { start: '2020-05-01' },
+  },
+  {
     resourceType: 'RiskAssessment',
     id: 'risk1',
     subject: { reference: 'Patient/p-smith' },
@@ -295,6 +302,13 @@ describe.each(testDatabases())('search on $name', ({ open }) => {
       expect(await ids(db, 'Observation', { date: '2021-06-15T10:30:00+02:00' })).toEqual(['obs1']);
       expect(await ids(db, 'Observation', { date: '2021-06-15T10:30:00 02:00' })).toEqual(['obs1']);
     });
+    it('open-ended periods', async () => {
+      expect(await ids(db, 'Encounter', { date: 'ge2020' })).toEqual(['enc-open']);
+      expect(await ids(db, 'Encounter', { date: 'gt2999-01-01' })).toEqual(['enc-open']);
+      expect(await ids(db, 'Encounter', { date: 'lt2020-05-01' })).toEqual([]);
+      expect(await ids(db, 'Encounter', { date: 'eb2020-04-30' })).toEqual([]);
+      expect(await ids(db, 'Encounter', { date: '2020' })).toEqual([]);
+    });
     it('_lastUpdated on the resources table', async () => {
       const all = await ids(db, 'Organization', {});
       expect(all).toEqual(['org1', 'org2']);
@@ -383,7 +397,7 @@ describe.each(testDatabases())('search on $name', ({ open }) => {
         'search.bad-number',
       );
       expectFhirError(() => parseSearchRequest('Patient', { organization: "a'b" }), 'search.bad-reference');
-      expect((await db.query('SELECT count(*)::int AS n FROM resources')).rows[0]).toEqual({ n: 12 });
+      expect((await db.query('SELECT count(*)::int AS n FROM resources')).rows[0]).toEqual({ n: 13 });
     });
   });
 

@@ -199,18 +199,21 @@ function filterCondition(
   // Positive tests are `rid IN (uncorrelated subquery)` (planned a little faster than EXISTS); negative ones stay
   // NOT EXISTS, an anti-join that scales where NOT IN would need the whole subquery in memory.
   if (f.chain) {
+    // Joined on the reference text (`Type/id`), which the sp_reference_ref index answers per target found.
     const t = b.alias('t');
     const { targetType, filter } = f.chain;
     const tt = b.p(targetType);
     const conds = [
       `${x}.resource_type = ${b.p(resourceType)}`,
       `${x}.code = ${b.p(f.code)}`,
-      `${x}.target_type = ${tt}`,
       `NOT ${t}.deleted`,
       ...(scope.projectId !== null ? [`${t}.project_id = ${b.p(scope.projectId)}`] : []),
       filterCondition(targetType, filter, t, b, scope),
     ];
-    return `${a}.rid IN (SELECT ${x}.rid FROM sp_reference ${x} JOIN resources ${t} ON ${t}.resource_type = ${tt} AND ${t}.id = ${x}.target_id WHERE ${conds.join(' AND ')})`;
+    return (
+      `${a}.rid IN (SELECT ${x}.rid FROM resources ${t} JOIN sp_reference ${x} ON ${x}.ref = ${tt} || '/' || ${t}.id ` +
+      `WHERE ${t}.resource_type = ${tt} AND ${conds.join(' AND ')})`
+    );
   }
   if (f.missing !== undefined) {
     const any = `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${x}.code = ${b.p(f.code)})`;
@@ -219,7 +222,8 @@ function filterCondition(
   const test = `${x}.resource_type = ${b.p(resourceType)} AND ${x}.code = ${b.p(f.code)} AND ${or(
     f.values.map((v) => valueCondition(f, v, x, b)),
   )}`;
-  if (f.modifier === 'not') return `NOT EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${test})`;
+  if (f.modifier === 'not')
+    return `NOT EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${test})`;
   return `${a}.rid IN (SELECT ${x}.rid FROM ${table} ${x} WHERE ${test})`;
 }
 

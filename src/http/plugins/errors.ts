@@ -2,6 +2,7 @@
 // Framework errors (bad media type, oversized or malformed body) keep Fastify's 4xx status.
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { FhirError, type IssueCode } from '../../fhir/outcome.js';
+import { storageErrorToFhir } from '../../fhir/repository/storage-errors.js';
 import { DbUnavailableError } from '../../storage/db.js';
 import { sendError } from '../reply.js';
 
@@ -38,6 +39,8 @@ const UNAVAILABLE = new Set([
 
 export function toFhirError(err: unknown): FhirError | undefined {
   if (err instanceof FhirError) return err;
+  const fromStorage = storageErrorToFhir(err);
+  if (fromStorage) return fromStorage;
   const e = err as FastifyError & { code?: string };
   if (
     err instanceof DbUnavailableError ||

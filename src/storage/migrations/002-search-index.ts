@@ -2,7 +2,7 @@
 // Each row is one value of one parameter (`code`) of one current resource version; src/fhir/search writes them
 // in the transaction that writes the resource. No foreign key: rows are replaced by rid on every write, and
 // whoever removes a resources row removes its index rows (deleteIndex). `_sort` reads min/max values from these
-// same tables per rid (the (rid, code) indexes), so there is no separate sort table.
+// same tables per rid (the (rid) indexes, also used by deletes and _include), so there is no separate sort table.
 // Value indexes end in rid so that a parameter test is answered from the index alone (semi-join on rid).
 export const version = 2;
 export const sql = `
