@@ -48,7 +48,6 @@ export function capabilityStatement(fhirBase: string, now: Date): Record<string,
           updateCreate: true,
           conditionalCreate: true,
           searchInclude: ['*'],
-          searchRevInclude: ['*'],
           searchParam: searchParamsOf(type)
             .filter((p) => p.type !== 'composite' && p.type !== 'special')
             .map((p) => ({ name: p.code, type: p.type, ...(p.url ? { definition: p.url } : {}) })),

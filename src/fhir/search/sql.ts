@@ -39,6 +39,15 @@ export function escapeLike(s: string): string {
   return s.replace(/[\\%_]/g, (c) => `\\${c}`);
 }
 
+/**
+ * `col` starts with `prefix`, written as a byte-wise range (`~>=~`/`~<~`, the text_pattern_ops operators) rather
+ * than LIKE: PostgreSQL cannot turn `LIKE $n` into an index range in a generic (prepared) plan, but it can use
+ * these comparisons. U+10FFFF is the largest code point, so `prefix || U+10FFFF` bounds every extension.
+ */
+function startsWith(b: Builder, col: string, prefix: string): string {
+  return `(${col} ~>=~ ${b.p(prefix)} AND ${col} ~<~ ${b.p(`${prefix}\u{10FFFF}`)})`;
+}
+
 function or(conds: string[]): string {
   if (conds.length === 0) return 'FALSE';
   return conds.length === 1 ? (conds[0] as string) : `(${conds.join(' OR ')})`;
@@ -125,8 +134,8 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
       const norm = normaliseString(v.value);
       if (f.modifier === 'exact')
         return `(${x}.value_norm = ${b.p(norm)} AND ${x}.value_exact = ${b.p(v.value)})`;
-      const pattern = f.modifier === 'contains' ? `%${escapeLike(norm)}%` : `${escapeLike(norm)}%`;
-      return `${x}.value_norm LIKE ${b.p(pattern)}`;
+      if (f.modifier !== 'contains') return startsWith(b, `${x}.value_norm`, norm);
+      return `${x}.value_norm LIKE ${b.p(`%${escapeLike(norm)}%`)}`;
     }
     case 'token': {
       const conds: string[] = [];
@@ -159,7 +168,7 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
       return `(${conds.join(' AND ')})`;
     }
     case 'uri':
-      if (f.modifier === 'below') return `${x}.value LIKE ${b.p(`${escapeLike(v.value)}%`)}`;
+      if (f.modifier === 'below') return startsWith(b, `${x}.value`, v.value);
       if (f.modifier === 'above') return `starts_with(${b.p(v.value)}, ${x}.value)`;
       return `${x}.value = ${b.p(v.value)}`;
   }
