@@ -7,6 +7,7 @@ import type { Config } from './config/config.js';
 import { registerAuth } from './http/plugins/auth.js';
 import { registerContentTypes } from './http/plugins/content-types.js';
 import { registerErrorHandler } from './http/plugins/errors.js';
+import { adminRoutes } from './http/routes/admin.js';
 import { fhirRoutes } from './http/routes/fhir.js';
 import { healthRoutes } from './http/routes/health.js';
 import { oauthRoutes } from './http/routes/oauth.js';
@@ -15,6 +16,8 @@ import type { Db } from './storage/db.js';
 import { createTokenIssuer } from './auth/access-token.js';
 import { AUTH_TYPES, createPrincipalCache } from './auth/principal-cache.js';
 import type { Signals } from './storage/signals.js';
+import type { Cache } from './storage/cache/cache.js';
+import { createExternalValidator } from './auth/external/validate-external-token.js';
 
 /** Writes that may change who a token's login is: auth resource types, and any Bundle (it may hold them). */
 function changesPrincipals(url: string): boolean {
@@ -27,6 +30,7 @@ export interface AppDeps {
   config: Config;
   db: Db;
   signals: Signals;
+  cache: Cache;
   keys: KeyRing;
   clock?: () => Date;
   newId?: () => string;
@@ -54,6 +58,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     newId,
     accessTokenLifetime: config.accessTokenLifetime,
     principals: createPrincipalCache(deps.signals),
+    ...(config.externalAuthProviders.length
+      ? {
+          external: createExternalValidator({
+            providers: config.externalAuthProviders,
+            cache: deps.cache,
+            clock,
+            log: deps.logger ?? { warn: () => undefined },
+          }),
+        }
+      : {}),
   };
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
@@ -73,6 +87,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   healthRoutes(app, { db });
   wellKnownRoutes(app, { keys: deps.keys, baseUrl: config.baseUrl });
   oauthRoutes(app, auth);
+  adminRoutes(app, { db, clock, newId, fhirBase, membershipsChanged: () => auth.principals.changed() });
   await app.register(
     async (f) => fhirRoutes(f, { db, clock, newId, fhirBase, maxBundleEntries: config.maxBundleEntries }),
     { prefix: '/fhir/R4' },

@@ -13,6 +13,7 @@ import { migrate } from './storage/migrate.js';
 import { openPglite } from './storage/pglite.js';
 import { openPostgres } from './storage/postgres.js';
 import { localSignals, postgresSignals } from './storage/signals.js';
+import { openCache } from './storage/cache/index.js';
 
 async function openDatabase(config: Config, log: Logger): Promise<Db> {
   if (!config.databaseUrl) {
@@ -87,7 +88,15 @@ async function main(): Promise<void> {
         onError: (err) => log.warn({ err: err.message }, 'signal connection error'),
       })
     : localSignals();
-  const app = await buildApp({ config, db, keys, signals, logger: log as unknown as FastifyBaseLogger });
+  const cache = openCache({ ...(config.redisUrl ? { redisUrl: config.redisUrl } : {}), log });
+  const app = await buildApp({
+    config,
+    db,
+    keys,
+    signals,
+    cache,
+    logger: log as unknown as FastifyBaseLogger,
+  });
   let stopping = false;
   const stop = async (signal: string): Promise<void> => {
     if (stopping) return;
@@ -96,6 +105,7 @@ async function main(): Promise<void> {
     try {
       await app.close();
       await signals.close();
+      await cache.close();
       await db.close();
       log.info('stopped');
       process.exit(0);

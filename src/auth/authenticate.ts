@@ -2,7 +2,13 @@
 import { FhirError } from '../fhir/outcome.js';
 import { InvalidTokenError } from './access-token.js';
 import { nowSeconds, type AuthDeps } from './deps.js';
-import { loadPrincipal, type Principal } from './principal.js';
+import { IdentifyError, identifyExternal } from './external/identify.js';
+import {
+  ExternalAuthError,
+  hashExternalToken,
+  type ExternalValidator,
+} from './external/validate-external-token.js';
+import { loadMembershipPrincipal, loadPrincipal, type Principal } from './principal.js';
 
 export function unauthorized(message: string, code: string, invalidToken = true): FhirError {
   return new FhirError('login', message, code, {
@@ -22,8 +28,51 @@ export function bearerToken(header: string | undefined): string {
   return m[1] as string;
 }
 
+/** An external provider's JWT presented directly: validated (cached) and mapped to its membership. */
+async function authenticateExternal(
+  deps: AuthDeps,
+  token: string,
+  external: ExternalValidator,
+): Promise<Principal> {
+  let identity;
+  try {
+    identity = await external.validate(token);
+  } catch (err) {
+    if (err instanceof ExternalAuthError) throw unauthorized(err.message, `auth.external.${err.reason}`);
+    throw err;
+  }
+  const tokenHash = hashExternalToken(token);
+  const key = `ext:${tokenHash}`;
+  const cached = deps.principals.get(key);
+  if (cached) return cached;
+  let match;
+  try {
+    match = await identifyExternal(deps.db, identity);
+  } catch (err) {
+    if (err instanceof IdentifyError) throw unauthorized(err.message, `auth.external.${err.reason}`);
+    throw err;
+  }
+  const principal = await loadMembershipPrincipal(
+    deps.db,
+    match.membershipId,
+    match.profile,
+    identity.sub ?? '',
+    {
+      exp: identity.exp,
+      tokenHash,
+    },
+  );
+  if (!principal)
+    throw unauthorized('The matched project membership is not active', 'auth.external.inactive');
+  deps.principals.set(key, principal);
+  return principal;
+}
+
 export async function authenticate(deps: AuthDeps, header: string | undefined): Promise<Principal> {
   const token = bearerToken(header);
+  if (deps.external && !deps.tokens.isOwn(token) && deps.external.isExternal(token)) {
+    return authenticateExternal(deps, token, deps.external);
+  }
   let claims;
   try {
     claims = await deps.tokens.verify(token, nowSeconds(deps));

@@ -1,6 +1,7 @@
 // What the auth functions need, passed in by the app (never read from globals).
 import type { Db } from '../storage/db.js';
 import type { TokenIssuer } from './access-token.js';
+import type { ExternalValidator } from './external/validate-external-token.js';
 import type { PrincipalCache } from './principal-cache.js';
 
 export interface AuthDeps {
@@ -10,6 +11,8 @@ export interface AuthDeps {
   newId: () => string;
   accessTokenLifetime: number;
   principals: PrincipalCache;
+  /** Validator of external identity providers' JWTs (API.md §4); absent when none is configured. */
+  external?: ExternalValidator;
 }
 
 export const nowSeconds = (deps: Pick<AuthDeps, 'clock'>): number =>

@@ -9,9 +9,18 @@ export const AUTH_CHANGED = 'auth-changed';
 /** Resource types whose writes change principals. */
 export const AUTH_TYPES = new Set(['ProjectMembership', 'Project', 'ClientApplication', 'User', 'Login']);
 
+/** What /oauth2/userinfo answered for an external token: reused (with its service token) until it expires. */
+export interface IssuedUserinfo {
+  body: Record<string, unknown>;
+  accessToken?: string;
+  exp?: number;
+}
+
 export interface PrincipalCache {
   get(loginId: string): Principal | undefined;
   set(loginId: string, p: Principal): void;
+  getIssued(key: string): IssuedUserinfo | undefined;
+  setIssued(key: string, v: IssuedUserinfo): void;
   /** Clears this instance now and tells the others. */
   changed(): Promise<void>;
 }
@@ -21,12 +30,20 @@ export function createPrincipalCache(
   opts: { ttlMs?: number; max?: number } = {},
 ): PrincipalCache {
   const lru = new LRUCache<string, Principal>({ max: opts.max ?? 10_000, ttl: opts.ttlMs ?? 30_000 });
-  signals.subscribe(AUTH_CHANGED, () => lru.clear());
+  // Service tokens minted for external tokens stay in this process's memory only, never in a shared cache store.
+  const issued = new LRUCache<string, IssuedUserinfo>({ max: opts.max ?? 10_000, ttl: opts.ttlMs ?? 30_000 });
+  signals.subscribe(AUTH_CHANGED, () => {
+    lru.clear();
+    issued.clear();
+  });
   return {
     get: (id) => lru.get(id),
     set: (id, p) => void lru.set(id, p),
+    getIssued: (key) => issued.get(key),
+    setIssued: (key, v) => void issued.set(key, v),
     async changed() {
       lru.clear();
+      issued.clear();
       await signals.publish(AUTH_CHANGED, '*');
     },
   };

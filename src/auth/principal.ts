@@ -15,6 +15,8 @@ export interface Principal {
   sub: string;
   projectAdmin: boolean;
   superAdmin: boolean;
+  /** Set when the caller presented an external identity provider's JWT (API.md §4) instead of a service token. */
+  external?: { exp: number; tokenHash: string };
 }
 
 export function actorOf(p: Principal): Actor {
@@ -104,4 +106,41 @@ export async function membershipsOfUser(db: Queryable, userRef: string): Promise
     [userRef],
   );
   return r.rows;
+}
+
+interface MembershipPrincipalRow {
+  project_id: string;
+  m_admin: string | null;
+  m_active: string | null;
+  p_super: string | null;
+  p_deleted: boolean | null;
+}
+
+/** The principal of a membership found without a login (an external token presented directly). */
+export async function loadMembershipPrincipal(
+  db: Queryable,
+  membershipId: string,
+  profile: string,
+  sub: string,
+  external: NonNullable<Principal['external']>,
+): Promise<Principal | undefined> {
+  const r = await db.query<MembershipPrincipalRow>(
+    `SELECT m.project_id, m.content->>'admin' AS m_admin, m.content->>'active' AS m_active,
+            p.content->>'superAdmin' AS p_super, p.deleted AS p_deleted
+     FROM resources m JOIN resources p ON p.resource_type = 'Project' AND p.id = m.project_id
+     WHERE m.resource_type = 'ProjectMembership' AND m.id = $1 AND NOT m.deleted`,
+    [membershipId],
+  );
+  const row = r.rows[0];
+  if (!row || row.p_deleted || row.m_active === 'false') return undefined;
+  return {
+    loginId: '',
+    membershipId,
+    projectId: row.project_id,
+    profile,
+    sub,
+    projectAdmin: row.m_admin === 'true',
+    superAdmin: row.p_super === 'true',
+    external,
+  };
 }

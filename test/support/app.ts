@@ -7,6 +7,7 @@ import { loadKeyRing } from '../../src/auth/keys.js';
 import { parseConfig, type Config, type ConfigInput } from '../../src/config/config.js';
 import type { Db } from '../../src/storage/db.js';
 import { localSignals } from '../../src/storage/signals.js';
+import { createMemoryCache, type Cache } from '../../src/storage/cache/index.js';
 import type { TestDatabase } from './db.js';
 
 export const ADMIN_CLIENT_ID = 'test-admin-client';
@@ -27,9 +28,15 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
+export interface TestAppExtras {
+  clock?: () => Date;
+  cache?: Cache;
+}
+
 export async function startTestApp(
   database: TestDatabase,
   overrides: Partial<ConfigInput> = {},
+  extras: TestAppExtras = {},
 ): Promise<TestApp> {
   const db = await database.open();
   const config = parseConfig({
@@ -50,7 +57,16 @@ export async function startTestApp(
   );
   const keys = await loadKeyRing(db);
   const signals = localSignals();
-  const app = await buildApp({ config, db, keys, signals });
+  const clock = extras.clock ?? (() => new Date());
+  const cache = extras.cache ?? createMemoryCache({ max: 1000, clock: () => clock().getTime() });
+  const app = await buildApp({
+    config,
+    db,
+    keys,
+    signals,
+    cache,
+    ...(extras.clock ? { clock: extras.clock } : {}),
+  });
   const fhir = '/fhir/R4';
   const request: TestApp['request'] = ({ token, headers, ...rest }) =>
     app.inject({

@@ -12,7 +12,13 @@ export type FhirUserRef = { type: string; id: string } | { type: string; query: 
 
 export class IdentifyError extends Error {
   constructor(
-    readonly reason: 'no-identity' | 'bad-fhir-user' | 'no-profile' | 'several-profiles' | 'no-membership' | 'several-memberships',
+    readonly reason:
+      | 'no-identity'
+      | 'bad-fhir-user'
+      | 'no-profile'
+      | 'several-profiles'
+      | 'no-membership'
+      | 'several-memberships',
     message: string,
   ) {
     super(message);
@@ -82,7 +88,11 @@ async function findProfile(db: Queryable, ref: FhirUserRef): Promise<string> {
   }
   let matches;
   try {
-    matches = (await executeSearch(db, parseSearchRequest(ref.type, { ...ref.query, _count: '2' }), { projectId: null })).matches;
+    matches = (
+      await executeSearch(db, parseSearchRequest(ref.type, { ...ref.query, _count: '2' }), {
+        projectId: null,
+      })
+    ).matches;
   } catch {
     throw new IdentifyError('bad-fhir-user', 'fhirUser is not a valid search');
   }
@@ -93,21 +103,36 @@ async function findProfile(db: Queryable, ref: FhirUserRef): Promise<string> {
 }
 
 function one(rows: MembershipRow[], what: string): MembershipRow {
-  if (rows.length === 0) throw new IdentifyError('no-membership', `No project membership matches the ${what}`);
-  if (rows.length > 1) throw new IdentifyError('several-memberships', `Several project memberships match the ${what}`);
+  if (rows.length === 0)
+    throw new IdentifyError('no-membership', `No project membership matches the ${what}`);
+  if (rows.length > 1)
+    throw new IdentifyError('several-memberships', `Several project memberships match the ${what}`);
   return rows[0] as MembershipRow;
 }
 
-export async function identifyExternal(db: Queryable, identity: Pick<ExternalIdentity, 'fhirUser' | 'sub'>): Promise<ExternalMatch> {
+export async function identifyExternal(
+  db: Queryable,
+  identity: Pick<ExternalIdentity, 'fhirUser' | 'sub'>,
+): Promise<ExternalMatch> {
   if (identity.fhirUser !== undefined) {
     const ref = parseFhirUser(identity.fhirUser);
-    if (!ref) throw new IdentifyError('bad-fhir-user', 'fhirUser is not a reference, a search or a URL ending in either');
+    if (!ref)
+      throw new IdentifyError(
+        'bad-fhir-user',
+        'fhirUser is not a reference, a search or a URL ending in either',
+      );
     const profile = await findProfile(db, ref);
-    const m = one(await membershipsWhere(db, `content->'profile'->>'reference'`, profile), 'fhirUser profile');
+    const m = one(
+      await membershipsWhere(db, `content->'profile'->>'reference'`, profile),
+      'fhirUser profile',
+    );
     return { membershipId: m.id, projectId: m.project_id, profile };
   }
   if (identity.sub !== undefined) {
-    const m = one(await membershipsWhere(db, `content->>'externalId'`, identity.sub), 'token subject (externalId)');
+    const m = one(
+      await membershipsWhere(db, `content->>'externalId'`, identity.sub),
+      'token subject (externalId)',
+    );
     return { membershipId: m.id, projectId: m.project_id, profile: m.profile ?? '' };
   }
   throw new IdentifyError('no-identity', 'The token has neither fhirUser nor sub');

@@ -1,8 +1,9 @@
 // OAuth 2.0 token endpoint (RFC 6749 §3.2) and the login's own description at /auth/me (API.md §2).
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { clientCredentialsGrant } from '../../auth/client-credentials.js';
 import type { AuthDeps } from '../../auth/deps.js';
 import { OAuthError } from '../../auth/oauth-error.js';
+import { userinfo } from '../../auth/userinfo.js';
 import { selectCurrent } from '../../fhir/repository/store.js';
 import type { FormBody } from '../plugins/content-types.js';
 import { principalOf } from '../plugins/auth.js';
@@ -51,6 +52,11 @@ export function oauthRoutes(app: FastifyInstance, deps: AuthDeps): void {
       throw err;
     }
   });
+
+  const userinfoHandler = async (request: FastifyRequest): Promise<Record<string, unknown>> =>
+    userinfo(deps, principalOf(request));
+  app.get('/oauth2/userinfo', userinfoHandler);
+  app.post('/oauth2/userinfo', userinfoHandler);
 
   app.get('/auth/me', async (request) => {
     const p = principalOf(request);

@@ -1,0 +1,76 @@
+// GET /oauth2/userinfo (API.md §4, seed §4.1): who the token's user is; for an external provider's token also a
+// service access token scoped to the matched membership, never outliving the external token.
+import { selectCurrent } from '../fhir/repository/store.js';
+import { nowSeconds, type AuthDeps } from './deps.js';
+import { issueLogin } from './issue-login.js';
+import type { Principal } from './principal.js';
+
+interface HumanName {
+  text?: string;
+  given?: string[];
+  family?: string;
+}
+
+function names(resource: Record<string, unknown> | undefined): {
+  name?: string;
+  given?: string;
+  family?: string;
+} {
+  if (!resource) return {};
+  if (resource.resourceType === 'ClientApplication' && typeof resource.name === 'string')
+    return { name: resource.name };
+  const n = Array.isArray(resource.name) ? (resource.name[0] as HumanName | undefined) : undefined;
+  if (!n) return {};
+  const given = n.given?.join(' ');
+  const full = [given, n.family].filter((x) => x).join(' ') || n.text;
+  return {
+    ...(full ? { name: full } : {}),
+    ...(given ? { given } : {}),
+    ...(n.family ? { family: n.family } : {}),
+  };
+}
+
+async function describe(deps: AuthDeps, p: Principal): Promise<Record<string, unknown>> {
+  const [type = '', id = ''] = p.profile.split('/');
+  const [profileRow, projectRow] = await Promise.all([
+    selectCurrent(deps.db, type, id),
+    selectCurrent(deps.db, 'Project', p.projectId),
+  ]);
+  const profile =
+    profileRow && !profileRow.deleted ? (JSON.parse(profileRow.json) as Record<string, unknown>) : undefined;
+  const project = projectRow ? (JSON.parse(projectRow.json) as { name?: string }) : undefined;
+  const n = names(profile);
+  return {
+    ...(p.sub ? { sub: p.sub } : {}),
+    fhirUser: p.profile,
+    ...(n.name ? { name: n.name } : {}),
+    ...(n.given ? { given_name: n.given } : {}),
+    ...(n.family ? { family_name: n.family } : {}),
+    profile: { reference: p.profile, ...(n.name ? { display: n.name } : {}) },
+    project: { reference: `Project/${p.projectId}`, ...(project?.name ? { display: project.name } : {}) },
+    membership: { reference: `ProjectMembership/${p.membershipId}` },
+  };
+}
+
+export async function userinfo(deps: AuthDeps, p: Principal): Promise<Record<string, unknown>> {
+  if (!p.external) return describe(deps, p);
+  const now = nowSeconds(deps);
+  const key = `userinfo:${p.external.tokenHash}`;
+  const known = deps.principals.getIssued(key);
+  if (known?.accessToken && known.exp !== undefined && known.exp > now) {
+    return {
+      ...known.body,
+      access_token: known.accessToken,
+      token_type: 'Bearer',
+      expires_in: known.exp - now,
+    };
+  }
+  const body = await describe(deps, p);
+  const issued = await issueLogin(
+    deps,
+    { membershipId: p.membershipId, projectId: p.projectId, profile: p.profile, authMethod: 'external' },
+    { sub: p.sub || p.profile, notAfter: p.external.exp },
+  );
+  deps.principals.setIssued(key, { body, accessToken: issued.access_token, exp: now + issued.expires_in });
+  return { ...body, access_token: issued.access_token, token_type: 'Bearer', expires_in: issued.expires_in };
+}
