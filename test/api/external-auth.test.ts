@@ -108,7 +108,7 @@ describe.each(testDatabases())('external authentication on $name', (database) =>
   });
 
   it.each([
-    ['search', (id: string) => `Practitioner?identifier=https://idp.example/ids|alice-1`],
+    ['search', (_id: string) => `Practitioner?identifier=https://idp.example/ids|alice-1`],
     ['search with %7C', () => 'Practitioner?identifier=https://idp.example/ids%7Calice-1'],
     [
       'absolute URL with search',
