@@ -11,15 +11,41 @@ export interface TokenResponse {
   profile: { reference: string };
   refresh_token?: string;
   id_token?: string;
+  /** RFC 8693 §2.2.1, token exchange only. */
+  issued_token_type?: string;
+}
+
+/** What an access token is signed for: an existing login. */
+export interface LoginRef {
+  id: string;
+  projectId: string;
+  profile: string;
+  clientId?: string;
+}
+
+export interface IssueOptions {
+  sub: string;
+  scope?: string;
+  /** The token never lives past this time (seconds since the epoch), e.g. an exchanged token's `exp`. */
+  notAfter?: number;
 }
 
 export async function issueLogin(
   deps: AuthDeps,
   login: Omit<NewLogin, 'id'>,
-  opts: { sub: string; scope?: string; notAfter?: number } = { sub: '' },
+  opts: IssueOptions = { sub: '' },
 ): Promise<TokenResponse> {
   const id = deps.newId();
   await createLogin(deps.db, { ...login, id });
+  return accessTokenResponse(deps, { ...login, id }, opts);
+}
+
+/** A new access token for an existing login (e.g. after a code exchange or a refresh). */
+export async function accessTokenResponse(
+  deps: AuthDeps,
+  login: LoginRef,
+  opts: IssueOptions,
+): Promise<TokenResponse> {
   const now = nowSeconds(deps);
   const lifetime = Math.max(
     1,
@@ -29,7 +55,7 @@ export async function issueLogin(
   const token = await deps.tokens.sign(
     {
       sub: opts.sub,
-      login_id: id,
+      login_id: login.id,
       profile: login.profile,
       scope,
       ...(login.clientId ? { client_id: login.clientId } : {}),

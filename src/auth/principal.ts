@@ -57,6 +57,7 @@ export async function loadPrincipal(
      JOIN resources p ON p.resource_type = 'Project' AND p.id = l.project_id
      WHERE l.id = $1`,
     [loginId],
+    { prepare: true },
   );
   const row = r.rows[0];
   if (!row || row.revoked || row.m_deleted || row.p_deleted || row.m_active === 'false') return undefined;
@@ -130,6 +131,7 @@ export async function loadMembershipPrincipal(
      FROM resources m JOIN resources p ON p.resource_type = 'Project' AND p.id = m.project_id
      WHERE m.resource_type = 'ProjectMembership' AND m.id = $1 AND NOT m.deleted`,
     [membershipId],
+    { prepare: true },
   );
   const row = r.rows[0];
   if (!row || row.p_deleted || row.m_active === 'false') return undefined;
@@ -143,4 +145,43 @@ export async function loadMembershipPrincipal(
     superAdmin: row.p_super === 'true',
     external,
   };
+}
+
+/** Ends a login: its tokens stop working once cached principals are dropped (PrincipalCache.changed). */
+export async function revokeLogin(db: Queryable, loginId: string): Promise<boolean> {
+  const r = await db.query('UPDATE logins SET revoked = true WHERE id = $1 AND NOT revoked', [loginId]);
+  return r.rowCount > 0;
+}
+
+/** Ends a User's logins made with the given method (e.g. its password logins after a password change). */
+export async function revokeLoginsOfUser(
+  db: Queryable,
+  userId: string,
+  authMethod: NewLogin['authMethod'],
+  exceptLoginId = '',
+): Promise<number> {
+  const r = await db.query(
+    'UPDATE logins SET revoked = true WHERE user_id = $1 AND auth_method = $2 AND id <> $3 AND NOT revoked',
+    [userId, authMethod, exceptLoginId],
+  );
+  return r.rowCount;
+}
+
+export interface ActiveMembership {
+  id: string;
+  project_id: string;
+  profile: string;
+}
+
+/** Active memberships with a profile, of live projects, whose `user` is the given reference (oldest first). */
+export async function activeMembershipsOfUser(db: Queryable, userRef: string): Promise<ActiveMembership[]> {
+  const r = await db.query<ActiveMembership>(
+    `SELECT m.id, m.project_id, m.content->'profile'->>'reference' AS profile
+     FROM resources m JOIN resources p ON p.resource_type = 'Project' AND p.id = m.project_id AND NOT p.deleted
+     WHERE m.resource_type = 'ProjectMembership' AND NOT m.deleted AND m.content->'user'->>'reference' = $1
+       AND coalesce(m.content->>'active', 'true') <> 'false' AND m.content->'profile'->>'reference' IS NOT NULL
+     ORDER BY m.rid`,
+    [userRef],
+  );
+  return r.rows;
 }

@@ -6,8 +6,21 @@ export interface QueryResult<T> {
   rowCount: number;
 }
 
+export interface QueryOptions {
+  /**
+   * Run as a named prepared statement on PostgreSQL, planned once per connection. Only for statements whose best
+   * plan does not depend on the values (lookups by key, inserts): PostgreSQL may switch a prepared statement to a
+   * generic plan made when the tables were small, which is a disaster for selective searches.
+   */
+  prepare?: boolean;
+}
+
 export interface Queryable {
-  query<T = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<T>>;
+  query<T = Record<string, unknown>>(
+    sql: string,
+    params?: readonly unknown[],
+    opts?: QueryOptions,
+  ): Promise<QueryResult<T>>;
 }
 
 export interface Db extends Queryable {

@@ -1,14 +1,14 @@
 // PostgreSQL (node-postgres pool) behind the Db seam.
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import type { Db, Queryable, QueryResult } from './db.js';
+import type { Db, Queryable, QueryOptions, QueryResult } from './db.js';
 
 pg.types.setTypeParser(20, (v: string) => Number(v)); // int8
 pg.types.setTypeParser(1700, (v: string) => Number(v)); // numeric
 
-// Statements with parameters run as named prepared statements, so PostgreSQL plans each text once per connection
-// instead of at every call (planning is most of the cost of the short queries a FHIR server makes). The number of
-// distinct texts prepared is bounded, so unusual query shapes (rare search combinations) cannot fill the server.
+// Statements marked `prepare` run as named prepared statements, so PostgreSQL plans each text once per connection
+// instead of at every call (planning is most of the cost of the short key lookups a FHIR server makes). The number
+// of distinct texts prepared is bounded.
 const MAX_PREPARED = 1000;
 const preparedNames = new Map<string, string>();
 
@@ -23,8 +23,8 @@ function statementName(sql: string): string | undefined {
 
 function wrap(c: pg.Pool | pg.PoolClient): Queryable {
   return {
-    async query<T>(sql: string, params?: readonly unknown[]): Promise<QueryResult<T>> {
-      const name = params && params.length > 0 ? statementName(sql) : undefined;
+    async query<T>(sql: string, params?: readonly unknown[], opts?: QueryOptions): Promise<QueryResult<T>> {
+      const name = opts?.prepare && params && params.length > 0 ? statementName(sql) : undefined;
       const r = name
         ? await c.query({ name, text: sql, values: params as unknown[] })
         : await c.query(sql, params as unknown[] | undefined);

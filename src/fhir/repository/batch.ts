@@ -18,6 +18,7 @@ import {
 import type { RepoContext } from './context.js';
 import { commitCreates, createdResult, createResource } from './create.js';
 import { storageErrorToFhir } from './storage-errors.js';
+import { insertResources } from './store.js';
 import { prepareWrite, type PreparedWrite } from './prepare.js';
 
 export async function processBatch(
@@ -61,12 +62,10 @@ export async function processBatch(
     }
   }
   try {
-    await db.transaction((tx) =>
-      commitCreates(
-        tx,
-        group.map((g) => g.p),
-      ),
-    );
+    // Without secrets the whole group is one statement, atomic on its own.
+    const prepared = group.map((g) => g.p);
+    if (prepared.some((p) => p.secrets.length)) await db.transaction((tx) => commitCreates(tx, prepared));
+    else await insertResources(db, prepared);
     for (const g of group) out[g.i] = resultEntry(createdResult(g.p), ctx.fhirBase);
   } catch {
     for (const g of group) {

@@ -78,6 +78,8 @@ export async function createResource(
     if (hit) return { status: 200, body: new RawJson(hit.json), location: `${hit.resourceType}/${hit.id}` };
   }
   const prepared = prepareWrite(ctx, input, ctx.newId(), 1, ctx.clock());
-  await db.transaction((tx) => commitCreates(tx, [prepared]));
+  // Without secrets a create is one statement, atomic on its own: no BEGIN/COMMIT round trips.
+  if (prepared.secrets.length === 0) await insertResources(db, [prepared]);
+  else await db.transaction((tx) => commitCreates(tx, [prepared]));
   return createdResult(prepared);
 }

@@ -1,7 +1,7 @@
 // SQL of the resource tables: rows in, rows out. Index rows are written beside each version by the search module.
 import type { Queryable } from '../../storage/db.js';
 import type { Resource } from '../types.js';
-import { deleteIndex, writeIndex } from '../search/index-writer.js';
+import { indexCtes, replaceIndexCtes } from '../search/index-writer.js';
 
 export interface StoredRow {
   rid: number;
@@ -26,6 +26,7 @@ export async function selectCurrent(
   const r = await db.query<StoredRow>(
     `SELECT ${ROW_COLUMNS} FROM resources WHERE resource_type = $1 AND id = $2${forUpdate ? ' FOR UPDATE' : ''}`,
     [resourceType, id],
+    { prepare: true },
   );
   return r.rows[0];
 }
@@ -39,6 +40,7 @@ export async function selectVersion(
   const r = await db.query<StoredRow & { json: string | null }>(
     `SELECT ${ROW_COLUMNS} FROM resource_history WHERE resource_type = $1 AND id = $2 AND version_id = $3`,
     [resourceType, id, versionId],
+    { prepare: true },
   );
   return r.rows[0];
 }
@@ -50,9 +52,12 @@ export interface NewVersion {
   lastUpdated: Date;
 }
 
-/** Inserts first versions of many resources in three statements (resources, history, index). */
-export async function insertResources(tx: Queryable, items: readonly NewVersion[]): Promise<number[]> {
-  if (items.length === 0) return [];
+/**
+ * Inserts first versions of many resources — current row, history row and search index — in ONE statement, so a
+ * create is one round trip (a single statement is atomic on its own; callers needing more wrap it in a transaction).
+ */
+export async function insertResources(tx: Queryable, items: readonly NewVersion[]): Promise<void> {
+  if (items.length === 0) return;
   const rows = items.map((it) => ({
     resource_type: it.resource.resourceType,
     id: it.resource.id,
@@ -61,7 +66,9 @@ export async function insertResources(tx: Queryable, items: readonly NewVersion[
     last_updated: it.lastUpdated.toISOString(),
     content: it.resource,
   }));
-  const r = await tx.query<{ rid: number; id: string; resource_type: string }>(
+  const params: unknown[] = [JSON.stringify(rows)];
+  const index = indexCtes(items, params, 'ins');
+  await tx.query(
     `WITH ins AS (
        INSERT INTO resources (resource_type, id, project_id, version_id, last_updated, deleted, content)
        SELECT x.resource_type, x.id, x.project_id, x.version_id, x.last_updated, false, x.content
@@ -70,17 +77,11 @@ export async function insertResources(tx: Queryable, items: readonly NewVersion[
      ), hist AS (
        INSERT INTO resource_history (rid, resource_type, id, version_id, project_id, last_updated, deleted, content)
        SELECT rid, resource_type, id, version_id, project_id, last_updated, false, content FROM ins
-     )
-     SELECT rid, resource_type, id FROM ins`,
-    [JSON.stringify(rows)],
+     )${index.length ? `, ${index.join(', ')}` : ''}
+     SELECT count(*)::int AS n FROM ins`,
+    params,
+    { prepare: true },
   );
-  const ridByKey = new Map(r.rows.map((row) => [`${row.resource_type}/${row.id}`, row.rid]));
-  const rids = items.map((it) => ridByKey.get(`${it.resource.resourceType}/${it.resource.id}`) as number);
-  await writeIndex(
-    tx,
-    items.map((it, i) => ({ rid: rids[i] as number, resource: it.resource })),
-  );
-  return rids;
 }
 
 /** Writes a new version of an existing row (update, or delete when `resource` is null). */
@@ -100,26 +101,20 @@ export async function writeVersion(
   const deleted = v.resource === null;
   const lastUpdated = v.lastUpdated.toISOString();
   // A deleted row keeps its last content so the id stays reserved; history records the deletion with no content.
+  // Current row, history row and index are written by one statement (one round trip).
+  const content = deleted ? null : JSON.stringify(v.resource);
+  const params: unknown[] = [rid, v.versionId, lastUpdated, content, resourceType, id, v.projectId, deleted];
+  const index = replaceIndexCtes(rid, v.resource, params);
   await tx.query(
-    deleted
-      ? `UPDATE resources SET version_id = $2, last_updated = $3, deleted = true WHERE rid = $1`
-      : `UPDATE resources SET version_id = $2, last_updated = $3, deleted = false, content = $4::jsonb WHERE rid = $1`,
-    deleted ? [rid, v.versionId, lastUpdated] : [rid, v.versionId, lastUpdated, JSON.stringify(v.resource)],
+    `WITH upd AS (
+       UPDATE resources SET version_id = $2, last_updated = $3, deleted = $8,
+         content = COALESCE($4::jsonb, content) WHERE rid = $1 RETURNING rid
+     ), hist AS (
+       INSERT INTO resource_history (rid, resource_type, id, version_id, project_id, last_updated, deleted, content)
+       VALUES ($1, $5, $6, $2, $7, $3, $8, $4::jsonb)
+     ), ${index.join(', ')}
+     SELECT count(*)::int AS n FROM upd`,
+    params,
+    { prepare: true },
   );
-  await tx.query(
-    `INSERT INTO resource_history (rid, resource_type, id, version_id, project_id, last_updated, deleted, content)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb)`,
-    [
-      rid,
-      resourceType,
-      id,
-      v.versionId,
-      v.projectId,
-      lastUpdated,
-      deleted,
-      deleted ? null : JSON.stringify(v.resource),
-    ],
-  );
-  await deleteIndex(tx, [rid]);
-  if (v.resource) await writeIndex(tx, [{ rid, resource: v.resource }]);
 }

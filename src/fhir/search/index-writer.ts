@@ -102,37 +102,83 @@ const TABLES: Record<IndexValue['t'], Table> = {
 
 export const INDEX_TABLES = Object.values(TABLES).map((t) => t.name);
 
-/** Writes the index rows of the given (new) resource versions; the caller has deleted older rows of these rids. */
-export async function writeIndex(
-  tx: Queryable,
-  items: readonly { rid: number; resource: Resource }[],
-): Promise<void> {
-  if (items.length === 0) return;
-  const rows = new Map<IndexValue['t'], Record<string, unknown>[]>();
+type Rows = Map<IndexValue['t'], Record<string, unknown>[]>;
+
+/** Index rows of the given resources; `r` holds the rid when known, and `id` the resource id for joins. */
+function collectRows(items: readonly { rid?: number; resource: Resource }[]): Rows {
+  const rows: Rows = new Map();
   for (const { rid, resource } of items) {
     const rt = resource.resourceType;
     for (const { code, values } of extractAll(resource)) {
       for (const v of values) {
         let list = rows.get(v.t);
         if (!list) rows.set(v.t, (list = []));
-        list.push(TABLES[v.t].row(rid, rt, code, v as never));
+        const row = TABLES[v.t].row(rid ?? 0, rt, code, v as never);
+        if (rid === undefined) row.id = resource.id;
+        list.push(row);
       }
     }
   }
+  return rows;
+}
+
+/**
+ * The INSERT statements of the rows, binding their JSON as parameters appended to `params`. With `join`, rids come
+ * from that CTE (`rid, resource_type, id` of rows inserted in the same statement) instead of the rows themselves.
+ */
+function insertParts(rows: Rows, params: unknown[], join?: string): string[] {
   const parts: string[] = [];
-  const params: string[] = [];
   for (const [kind, list] of rows) {
     const t = TABLES[kind];
     params.push(JSON.stringify(list));
+    const source = `json_to_recordset($${params.length}::json) AS x(${t.record}${join ? ', id text' : ''})`;
     parts.push(
-      `INSERT INTO ${t.name} (${t.columns}) SELECT ${t.select} FROM json_to_recordset($${params.length}::json) AS x(${t.record})`,
+      join
+        ? `INSERT INTO ${t.name} (${t.columns}) SELECT ${t.select.replace('x.r,', 'k.rid,')} FROM ${source} JOIN ${join} k ON k.resource_type = x.t AND k.id = x.id`
+        : `INSERT INTO ${t.name} (${t.columns}) SELECT ${t.select} FROM ${source}`,
     );
   }
+  return parts;
+}
+
+/**
+ * CTEs that index resources inserted by the CTE named `join` of the same statement (see insertResources): one
+ * round trip writes a resource, its history and its index. Parameters are appended to `params`.
+ */
+export function indexCtes(
+  items: readonly { resource: Resource }[],
+  params: unknown[],
+  join: string,
+): string[] {
+  return insertParts(collectRows(items), params, join).map((p, i) => `idx${i} AS (${p})`);
+}
+
+/**
+ * CTEs that replace the index rows of one resource (`rid`) by those of `resource` (none when null, a delete).
+ * The deletes see only the rows from before the statement, so deleting and inserting in one statement is safe.
+ */
+export function replaceIndexCtes(rid: number, resource: Resource | null, params: unknown[]): string[] {
+  params.push(rid);
+  const ridParam = `$${params.length}::bigint`;
+  const deletes = INDEX_TABLES.map((tbl, i) => `del${i} AS (DELETE FROM ${tbl} WHERE rid = ${ridParam})`);
+  const inserts = resource ? insertParts(collectRows([{ rid, resource }]), params) : [];
+  return [...deletes, ...inserts.map((p, i) => `idx${i} AS (${p})`)];
+}
+
+/** Writes the index rows of the given (new) resource versions; the caller has deleted older rows of these rids. */
+export async function writeIndex(
+  tx: Queryable,
+  items: readonly { rid: number; resource: Resource }[],
+): Promise<void> {
+  if (items.length === 0) return;
+  const params: unknown[] = [];
+  const parts = insertParts(collectRows(items), params);
   if (parts.length === 0) return;
   const ctes = parts.slice(0, -1).map((p, i) => `w${i} AS (${p})`);
   await tx.query(
     ctes.length ? `WITH ${ctes.join(', ')} ${parts[parts.length - 1]}` : (parts[0] as string),
     params,
+    { prepare: true },
   );
 }
 
@@ -145,6 +191,7 @@ export async function deleteIndex(tx: Queryable, rids: readonly number[]): Promi
   await tx.query(
     `WITH ${ctes.join(', ')} DELETE FROM ${INDEX_TABLES[INDEX_TABLES.length - 1]} WHERE rid = ANY($1::bigint[])`,
     [rids],
+    { prepare: true },
   );
 }
 

@@ -1,12 +1,22 @@
-// OAuth 2.0 token endpoint (RFC 6749 §3.2) and the login's own description at /auth/me (API.md §2).
+// OAuth 2.0 / OpenID Connect endpoints (API.md §2): the token endpoint (RFC 6749 §3.2) and its grants, the password
+// login that starts the code flow, revocation (RFC 7009) and logout, userinfo, and the login's own /auth/me.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { authorizationCodeGrant } from '../../auth/authorization-code.js';
 import { clientCredentialsGrant } from '../../auth/client-credentials.js';
 import type { AuthDeps } from '../../auth/deps.js';
+import { createIdTokenSigner, keyRingSource } from '../../auth/id-token.js';
+import type { KeyRing } from '../../auth/keys.js';
 import { OAuthError } from '../../auth/oauth-error.js';
+import { passwordLogin } from '../../auth/password-login.js';
+import { refreshTokenGrant } from '../../auth/refresh-token.js';
+import { endLogin, revokeToken } from '../../auth/revoke.js';
+import { TOKEN_EXCHANGE_GRANT, tokenExchangeGrant } from '../../auth/token-exchange.js';
 import { userinfo } from '../../auth/userinfo.js';
+import { FhirError } from '../../fhir/outcome.js';
 import { selectCurrent } from '../../fhir/repository/store.js';
 import type { FormBody } from '../plugins/content-types.js';
 import { principalOf } from '../plugins/auth.js';
+import { adminUserRoutes } from './admin-users.js';
 
 function one(body: FormBody, key: string): string | undefined {
   const v = body[key];
@@ -20,22 +30,43 @@ function basicCredentials(header: string | undefined): { id?: string; secret?: s
   const text = Buffer.from(m[1] as string, 'base64').toString('utf8');
   const i = text.indexOf(':');
   if (i < 0) return {};
-  return { id: decodeURIComponent(text.slice(0, i)), secret: decodeURIComponent(text.slice(i + 1)) };
+  try {
+    return { id: decodeURIComponent(text.slice(0, i)), secret: decodeURIComponent(text.slice(i + 1)) };
+  } catch {
+    return {}; // malformed percent-encoding: no usable credentials
+  }
 }
 
-export function oauthRoutes(app: FastifyInstance, deps: AuthDeps): void {
+function formBody(request: FastifyRequest): FormBody {
+  const ct = request.headers['content-type'] ?? '';
+  if (
+    !ct.startsWith('application/x-www-form-urlencoded') ||
+    typeof request.body !== 'object' ||
+    request.body === null
+  ) {
+    throw new OAuthError('invalid_request', 'The body must be application/x-www-form-urlencoded');
+  }
+  return request.body as FormBody;
+}
+
+/** A form field, with an empty value counting as absent (MedplumClient sends `client_id=` when it has none). */
+function field(body: FormBody, key: string): string | undefined {
+  const v = one(body, key);
+  return v === '' ? undefined : v;
+}
+
+/**
+ * `keys` is the app's key ring, used to sign ID Tokens; without it the ring persisted in the database is loaded
+ * once (the same keys: every instance signs with the oldest persisted key).
+ */
+export function oauthRoutes(app: FastifyInstance, deps: AuthDeps, opts: { keys?: KeyRing } = {}): void {
+  const signIdToken = createIdTokenSigner(deps.tokens.issuer, keyRingSource(deps.db, opts.keys));
+
   app.post('/oauth2/token', { config: { public: true } }, async (request, reply) => {
     reply.header('cache-control', 'no-store');
+    reply.header('pragma', 'no-cache');
     try {
-      const ct = request.headers['content-type'] ?? '';
-      if (
-        !ct.startsWith('application/x-www-form-urlencoded') ||
-        typeof request.body !== 'object' ||
-        request.body === null
-      ) {
-        throw new OAuthError('invalid_request', 'The body must be application/x-www-form-urlencoded');
-      }
-      const body = request.body as FormBody;
+      const body = formBody(request);
       const grant = one(body, 'grant_type');
       if (!grant) throw new OAuthError('invalid_request', 'grant_type is required');
       if (grant === 'client_credentials') {
@@ -46,12 +77,72 @@ export function oauthRoutes(app: FastifyInstance, deps: AuthDeps): void {
           basic.secret ?? one(body, 'client_secret'),
         );
       }
+      if (grant === 'authorization_code') {
+        const clientId = basicCredentials(request.headers.authorization).id ?? field(body, 'client_id');
+        return await authorizationCodeGrant(deps, signIdToken, {
+          code: field(body, 'code'),
+          codeVerifier: field(body, 'code_verifier'),
+          ...(clientId !== undefined ? { clientId } : {}),
+        });
+      }
+      if (grant === 'refresh_token') {
+        const clientId = basicCredentials(request.headers.authorization).id ?? field(body, 'client_id');
+        return await refreshTokenGrant(deps, signIdToken, {
+          refreshToken: field(body, 'refresh_token'),
+          ...(clientId !== undefined ? { clientId } : {}),
+          scope: one(body, 'scope'),
+        });
+      }
+      if (grant === TOKEN_EXCHANGE_GRANT) {
+        return await tokenExchangeGrant(
+          deps,
+          {
+            subjectToken: field(body, 'subject_token'),
+            subjectTokenType: field(body, 'subject_token_type'),
+            clientId: field(body, 'client_id'),
+          },
+          { log: request.log },
+        );
+      }
       throw new OAuthError('unsupported_grant_type', `Unsupported grant_type: ${grant.slice(0, 80)}`);
     } catch (err) {
       if (err instanceof OAuthError) return reply.code(err.status).send(err.toJSON());
       throw err;
     }
   });
+
+  // The start of the code flow: email, password and a PKCE S256 challenge give {login, code} (API.md §2).
+  app.post('/auth/login', { config: { public: true } }, async (request, reply) => {
+    const ct = request.headers['content-type'] ?? '';
+    if (!/^application\/(fhir\+)?json/.test(ct)) {
+      throw new FhirError('invalid', 'The body must be JSON', 'login.content-type', { status: 415 });
+    }
+    reply.header('cache-control', 'no-store');
+    return passwordLogin(deps, request.body);
+  });
+
+  // RFC 7009: 200 for every well-formed request, whether or not the token was known.
+  app.post('/oauth2/revoke', { config: { public: true } }, async (request, reply) => {
+    try {
+      const token = field(formBody(request), 'token');
+      if (!token) throw new OAuthError('invalid_request', 'token is required');
+      await revokeToken(deps, token);
+      return reply.code(200).header('cache-control', 'no-store').send();
+    } catch (err) {
+      if (err instanceof OAuthError) return reply.code(err.status).send(err.toJSON());
+      throw err;
+    }
+  });
+
+  // Ends the login of the bearer token (MedplumClient.signOut posts to oauth2/logout).
+  const logout = async (request: FastifyRequest): Promise<{ ok: true }> => {
+    await endLogin(deps, principalOf(request).loginId);
+    return { ok: true };
+  };
+  app.post('/auth/logout', logout);
+  app.post('/oauth2/logout', logout);
+
+  adminUserRoutes(app, deps);
 
   const userinfoHandler = async (request: FastifyRequest): Promise<Record<string, unknown>> =>
     userinfo(deps, principalOf(request));
