@@ -10,6 +10,7 @@ import zlib from 'node:zlib';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { families, makePatient } from './patients.js';
+import { startMockIdp, type MockIdp } from '../test/support/mock-idp.js';
 import { login, startServer, type RunningServer } from './server.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -102,11 +103,36 @@ async function measure(name: string, opts: Parameters<typeof autocannon>[0]): Pr
   };
 }
 
+/** An external user (invited with an externalId) and a JWT of the mock identity provider for it. */
+async function externalUser(base: string, token: string, idp: MockIdp): Promise<string> {
+  const auth = { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' };
+  const project = (await (
+    await fetch(`${base}fhir/R4/Project`, {
+      method: 'POST',
+      headers: auth,
+      body: JSON.stringify({ resourceType: 'Project', name: 'Bench external' }),
+    })
+  ).json()) as { id: string };
+  const res = await fetch(`${base}admin/projects/${project.id}/invite`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      resourceType: 'Practitioner',
+      firstName: 'Ext',
+      lastName: 'User',
+      externalId: `bench|${project.id}`,
+    }),
+  });
+  if (!res.ok) throw new Error(`invite failed ${res.status}`);
+  return idp.token({ sub: `bench|${project.id}` });
+}
+
 async function benchEngine(
   engine: string,
   server: RunningServer,
   rows: Row[],
   notes: string[],
+  idp: MockIdp,
 ): Promise<void> {
   const base = server.base;
   const token = await login(base);
@@ -123,7 +149,7 @@ async function benchEngine(
   let n = 0;
   const fams = families();
   const baseline = await measure('healthcheck (baseline)', { url: `${base}healthcheck` });
-  const tests = [
+  const tests: Omit<Row, 'engine'>[] = [
     await measure('read Patient by id', {
       url: base,
       headers: auth,
@@ -156,6 +182,39 @@ async function benchEngine(
       ],
     }),
   ];
+  // External identity provider tokens (issue 3): cached userinfo, and a read with the external token itself.
+  const external = await externalUser(base, token, idp);
+  const extAuth = { authorization: `Bearer ${external}` };
+  const externalProject = (await (await fetch(`${base}oauth2/userinfo`, { headers: extAuth })).json()) as {
+    access_token: string;
+  };
+  const own = `Bearer ${externalProject.access_token}`;
+  const created = (await (
+    await fetch(`${base}fhir/R4/Patient`, {
+      method: 'POST',
+      headers: { authorization: own, 'content-type': 'application/fhir+json' },
+      body: JSON.stringify(makePatient(1)),
+    })
+  ).json()) as { id: string };
+  const callsBefore = idp.calls;
+  tests.push(
+    await measure('userinfo, cached external token', { url: `${base}oauth2/userinfo`, headers: extAuth }),
+  );
+  tests.push(
+    await measure('read Patient, external token', {
+      url: `${base}fhir/R4/Patient/${created.id}`,
+      headers: extAuth,
+    }),
+  );
+  tests.push(
+    await measure('read Patient, service token (same)', {
+      url: `${base}fhir/R4/Patient/${created.id}`,
+      headers: { authorization: own },
+    }),
+  );
+  notes.push(
+    `${engine}: identity provider userinfo calls during the external-token runs: ${idp.calls - callsBefore}`,
+  );
   rows.push({ engine, ...baseline, ratio: '1.00' });
   for (const t of tests) rows.push({ engine, ...t, ratio: (t.reqPerSec / baseline.reqPerSec).toFixed(2) });
   notes.push(`${engine}: server peak RSS ${server.peakRssMb()} MB`);
@@ -166,10 +225,12 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   const notes: string[] = [];
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-bench-'));
+  const idp = await startMockIdp();
+  const providers = { externalAuthProviders: [{ issuer: idp.issuer, userInfoUrl: idp.userInfoUrl }] };
   try {
-    const embedded = await startServer({ DATA_DIR: path.join(work, 'data') }, work);
+    const embedded = await startServer({ DATA_DIR: path.join(work, 'data') }, work, providers);
     try {
-      await benchEngine('pglite', embedded, rows, notes);
+      await benchEngine('pglite', embedded, rows, notes, idp);
     } finally {
       await embedded.stop();
     }
@@ -189,15 +250,16 @@ async function main(): Promise<void> {
       await client.end().catch(() => undefined);
     }
     if (pgUrl) {
-      const server = await startServer({ DATABASE_URL: pgUrl }, work);
+      const server = await startServer({ DATABASE_URL: pgUrl }, work, providers);
       try {
-        await benchEngine('postgres', server, rows, notes);
+        await benchEngine('postgres', server, rows, notes, idp);
       } finally {
         await server.stop();
       }
     }
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
+    await idp.close();
   }
   console.log(
     `\nCinder benchmark: ${CONNECTIONS} connections, ${RUNS} runs of ${DURATION} s each (medians), ${os.cpus().length} CPUs, Node ${process.version}\n`,

@@ -24,10 +24,14 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export async function startServer(env: Record<string, string>, workDir: string): Promise<RunningServer> {
+export async function startServer(
+  env: Record<string, string>,
+  workDir: string,
+  extraConfig: Record<string, unknown> = {},
+): Promise<RunningServer> {
   const port = await freePort();
   const configFile = path.join(workDir, 'cinder.json');
-  fs.writeFileSync(configFile, JSON.stringify({ admin: ADMIN, logLevel: 'warn' }));
+  fs.writeFileSync(configFile, JSON.stringify({ admin: ADMIN, logLevel: 'warn', ...extraConfig }));
   const child = spawn(process.execPath, [path.resolve('dist/main.js')], {
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', CINDER_CONFIG: configFile },
     stdio: ['ignore', 'inherit', 'inherit'],

@@ -13,6 +13,7 @@ import { healthRoutes } from './http/routes/health.js';
 import { oauthRoutes } from './http/routes/oauth.js';
 import { wellKnownRoutes } from './http/routes/well-known.js';
 import type { Db } from './storage/db.js';
+import { createStatisticsKeeper } from './storage/statistics.js';
 import { createTokenIssuer } from './auth/access-token.js';
 import { AUTH_TYPES, createPrincipalCache } from './auth/principal-cache.js';
 import type { Signals } from './storage/signals.js';
@@ -51,6 +52,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     forceCloseConnections: 'idle',
   });
   const fhirBase = `${config.baseUrl}fhir/R4`;
+  const statistics = createStatisticsKeeper(db, deps.logger ? { log: deps.logger } : {});
   const auth: AuthDeps = {
     db,
     tokens: createTokenIssuer(deps.keys, config.baseUrl),
@@ -89,7 +91,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   oauthRoutes(app, auth);
   adminRoutes(app, { db, clock, newId, fhirBase, membershipsChanged: () => auth.principals.changed() });
   await app.register(
-    async (f) => fhirRoutes(f, { db, clock, newId, fhirBase, maxBundleEntries: config.maxBundleEntries }),
+    async (f) =>
+      fhirRoutes(f, {
+        db,
+        clock,
+        newId,
+        fhirBase,
+        maxBundleEntries: config.maxBundleEntries,
+        written: statistics.written,
+      }),
     { prefix: '/fhir/R4' },
   );
   return app;

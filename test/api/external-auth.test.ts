@@ -364,4 +364,28 @@ describe.each(testDatabases())('external authentication on $name', (database) =>
       expect(viaFhir.statusCode).toBe(409);
     });
   });
+
+  // Last in this file: it removes the unique index to stand in for data that reached the database another way
+  // (a restore), which is what seed §5.6's 401 still guards.
+  it('answers 401 when several memberships share the externalId (seed §5.6)', async () => {
+    await t.db.query('DROP INDEX resources_membership_external_id');
+    for (const name of ['One', 'Two']) {
+      const res = await t.request({
+        method: 'POST',
+        url: `${t.fhir}/ProjectMembership`,
+        token: project.adminToken,
+        payload: {
+          resourceType: 'ProjectMembership',
+          project: { reference: `Project/${project.projectId}` },
+          user: { reference: `User/${name}` },
+          profile: { reference: `Practitioner/${name}` },
+          externalId: 'shared-ext',
+        },
+      });
+      expect(res.statusCode).toBe(201);
+    }
+    const res = await userinfo(await idp.token({ sub: 'shared-ext' }, { now: nowSec() }));
+    expect(res.statusCode).toBe(401);
+    expect(res.json().issue[0].details.text).toMatch(/Several project memberships/);
+  });
 });

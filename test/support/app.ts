@@ -31,6 +31,8 @@ export interface TestApp {
 export interface TestAppExtras {
   clock?: () => Date;
   cache?: Cache;
+  /** Share an open database with another test app (a second server instance); it is not closed by this one. */
+  db?: Db;
 }
 
 export async function startTestApp(
@@ -38,7 +40,7 @@ export async function startTestApp(
   overrides: Partial<ConfigInput> = {},
   extras: TestAppExtras = {},
 ): Promise<TestApp> {
-  const db = await database.open();
+  const db = extras.db ?? (await database.open());
   const config = parseConfig({
     baseUrl: 'http://cinder.test/',
     admin: {
@@ -139,7 +141,7 @@ export async function startTestApp(
     },
     async close() {
       await app.close();
-      await db.close();
+      if (!extras.db) await db.close();
     },
   };
   return t;

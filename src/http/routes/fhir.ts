@@ -27,6 +27,8 @@ export interface FhirRouteDeps {
   newId: () => string;
   fhirBase: string;
   maxBundleEntries: number;
+  /** Told how many resources a request wrote (keeps planner statistics fresh during bulk loads). */
+  written: (rows: number) => void;
 }
 
 type Query = Record<string, string | string[]>;
@@ -76,6 +78,8 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
         : await processBatch(deps.db, c, req.body, deps.maxBundleEntries, (err) =>
             req.log.error({ err }, 'batch entry failed'),
           );
+    const entries = (req.body as { entry?: unknown } | undefined)?.entry;
+    deps.written(Array.isArray(entries) ? entries.length : 0);
     return send(reply, r);
   });
 
@@ -110,7 +114,9 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     assertType(req.params.type);
     const body = assertBody(req.body, req.params.type);
     const ifNoneExist = header(req, 'if-none-exist');
-    return send(reply, await createResource(deps.db, ctx(req), body, ifNoneExist ? { ifNoneExist } : {}));
+    const result = await createResource(deps.db, ctx(req), body, ifNoneExist ? { ifNoneExist } : {});
+    deps.written(1);
+    return send(reply, result);
   });
 
   app.get<P<{ type: string }>>('/:type/_history', async (req, reply) => {
