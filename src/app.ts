@@ -1,5 +1,6 @@
 // buildApp(deps): registers plugins and routes and returns the Fastify instance; it never listens.
 import { randomUUID } from 'node:crypto';
+import path from 'node:path';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { AuthDeps } from './auth/deps.js';
 import type { KeyRing } from './auth/keys.js';
@@ -9,10 +10,12 @@ import { registerContentTypes } from './http/plugins/content-types.js';
 import { registerErrorHandler } from './http/plugins/errors.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { fhirRoutes } from './http/routes/fhir.js';
+import { jobRoutes } from './http/routes/jobs.js';
 import { healthRoutes } from './http/routes/health.js';
 import { oauthRoutes } from './http/routes/oauth.js';
 import { wellKnownRoutes } from './http/routes/well-known.js';
 import type { Db } from './storage/db.js';
+import { localFileStore, type FileStore } from './storage/files.js';
 import { createStatisticsKeeper } from './storage/statistics.js';
 import { createTokenIssuer } from './auth/access-token.js';
 import { AUTH_TYPES, createPrincipalCache } from './auth/principal-cache.js';
@@ -33,6 +36,8 @@ export interface AppDeps {
   signals: Signals;
   cache: Cache;
   keys: KeyRing;
+  /** Where job output files live (default: `<dataDir>/files` on local disk). */
+  files?: FileStore;
   clock?: () => Date;
   newId?: () => string;
   logger?: FastifyBaseLogger;
@@ -91,7 +96,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   oauthRoutes(app, auth);
   adminRoutes(app, { db, clock, newId, fhirBase, membershipsChanged: () => auth.principals.changed() });
   await app.register(
-    async (f) =>
+    async (f) => {
+      jobRoutes(f, {
+        db,
+        signals: deps.signals,
+        files: deps.files ?? localFileStore(path.join(config.dataDir, 'files')),
+        clock,
+        newId,
+        fhirBase,
+      });
       fhirRoutes(f, {
         db,
         clock,
@@ -99,7 +112,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         fhirBase,
         maxBundleEntries: config.maxBundleEntries,
         written: statistics.written,
-      }),
+      });
+    },
     { prefix: '/fhir/R4' },
   );
   return app;

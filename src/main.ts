@@ -1,6 +1,7 @@
 // Entry point: load the configuration, open the database, migrate, ensure the super administrator,
 // build the app, listen, and shut down cleanly on SIGINT/SIGTERM.
 import { randomUUID } from 'node:crypto';
+import path from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { buildApp } from './app.js';
@@ -14,6 +15,9 @@ import { openPglite } from './storage/pglite.js';
 import { openPostgres } from './storage/postgres.js';
 import { localSignals, postgresSignals } from './storage/signals.js';
 import { openCache } from './storage/cache/index.js';
+import { localFileStore } from './storage/files.js';
+import { createJobRunner } from './jobs/runner.js';
+import { defaultKinds } from './jobs/kinds/index.js';
 
 async function openDatabase(config: Config, log: Logger): Promise<Db> {
   if (!config.databaseUrl) {
@@ -89,13 +93,22 @@ async function main(): Promise<void> {
       })
     : localSignals();
   const cache = openCache({ ...(config.redisUrl ? { redisUrl: config.redisUrl } : {}), log });
+  const files = localFileStore(path.join(config.dataDir, 'files'));
   const app = await buildApp({
     config,
     db,
     keys,
     signals,
     cache,
+    files,
     logger: log as unknown as FastifyBaseLogger,
+  });
+  const runner = createJobRunner({
+    env: { db, files, fhirBase, clock: () => new Date(), newId: randomUUID },
+    signals,
+    kinds: defaultKinds(),
+    concurrency: config.jobConcurrency,
+    log,
   });
   let stopping = false;
   const stop = async (signal: string): Promise<void> => {
@@ -103,6 +116,8 @@ async function main(): Promise<void> {
     stopping = true;
     log.info({ signal }, 'shutting down: finishing in-flight requests');
     try {
+      // Running jobs end their current chunk and give their leases back, to be resumed by any instance.
+      await runner.stop();
       await app.close();
       await signals.close();
       await cache.close();
@@ -117,6 +132,7 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
   await app.listen({ port: config.port, host: config.host });
+  runner.start();
   log.info({ baseUrl: config.baseUrl, superAdminClientId: boot.clientId }, 'Cinder is ready');
 }
 

@@ -49,6 +49,8 @@ export const configSchema = z
       .default(32 * 1024 * 1024),
     /** Largest number of entries accepted in one batch or transaction Bundle. */
     maxBundleEntries: z.coerce.number().int().min(1).default(10_000),
+    /** Jobs (AsyncJob: $export, $reindex, $expunge) run at once by each server process. */
+    jobConcurrency: z.coerce.number().int().min(0).max(64).default(2),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
   .strict();
@@ -71,6 +73,7 @@ const ENV_KEYS: Record<string, string> = {
   DATABASE_URL: 'databaseUrl',
   REDIS_URL: 'redisUrl',
   LOG_LEVEL: 'logLevel',
+  JOB_CONCURRENCY: 'jobConcurrency',
 };
 
 /** Validates raw input; a bad value throws one ConfigError line naming the key. */

@@ -51,3 +51,17 @@ export function assertSuperAdmin(actor: Actor, what: string): void {
     throw new FhirError('forbidden', `Forbidden: ${what} needs a super administrator`, 'access.super-admin');
   }
 }
+
+/**
+ * AsyncJob instances (API.md §5): whoever started the job (its `meta.author`), an admin of its project and a super
+ * administrator may read and cancel a job and download its files; to anyone else it does not exist.
+ */
+export function canAccessJob(
+  actor: Actor,
+  caller: string | undefined,
+  job: { projectId: string; author: string | undefined },
+): boolean {
+  if (actor.superAdmin) return true;
+  if (actor.projectId !== job.projectId) return false;
+  return actor.projectAdmin || (caller !== undefined && caller === job.author);
+}

@@ -6,7 +6,11 @@ import { ensureSuperAdmin } from '../../src/auth/bootstrap.js';
 import { loadKeyRing } from '../../src/auth/keys.js';
 import { parseConfig, type Config, type ConfigInput } from '../../src/config/config.js';
 import type { Db } from '../../src/storage/db.js';
-import { localSignals } from '../../src/storage/signals.js';
+import path from 'node:path';
+import { localSignals, type Signals } from '../../src/storage/signals.js';
+import { localFileStore } from '../../src/storage/files.js';
+import { createJobRunner, type JobRunner, type RunnerOptions } from '../../src/jobs/runner.js';
+import { defaultKinds } from '../../src/jobs/kinds/index.js';
 import { createMemoryCache, type Cache } from '../../src/storage/cache/index.js';
 import type { TestDatabase } from './db.js';
 
@@ -25,6 +29,8 @@ export interface TestApp {
   token(clientId: string, secret: string): Promise<string>;
   /** Creates a project with an admin ClientApplication (and optionally a non-admin one); returns their tokens. */
   newProject(name?: string): Promise<{ projectId: string; adminToken: string; memberToken: string }>;
+  /** The job runner, when `extras.jobs` asked for one. */
+  runner?: JobRunner;
   close(): Promise<void>;
 }
 
@@ -33,6 +39,12 @@ export interface TestAppExtras {
   cache?: Cache;
   /** Share an open database with another test app (a second server instance); it is not closed by this one. */
   db?: Db;
+  /** Cross-instance signals (default: in-process). */
+  signals?: Signals;
+  /** Start a job runner with these options (files under `<dataDir>/files`). */
+  jobs?: Partial<Pick<RunnerOptions, 'afterChunk' | 'leaseMs' | 'pollMs' | 'concurrency' | 'maxAttempts'>> & {
+    exportPageSize?: number;
+  };
 }
 
 export async function startTestApp(
@@ -58,7 +70,8 @@ export async function startTestApp(
     config.admin,
   );
   const keys = await loadKeyRing(db);
-  const signals = localSignals();
+  const signals = extras.signals ?? localSignals();
+  const files = localFileStore(path.join(config.dataDir, 'files'));
   const clock = extras.clock ?? (() => new Date());
   const cache = extras.cache ?? createMemoryCache({ max: 1000, clock: () => clock().getTime() });
   const app = await buildApp({
@@ -67,8 +80,22 @@ export async function startTestApp(
     keys,
     signals,
     cache,
+    files,
     ...(extras.clock ? { clock: extras.clock } : {}),
   });
+  let runner: JobRunner | undefined;
+  if (extras.jobs) {
+    const { exportPageSize, ...runnerOpts } = extras.jobs;
+    runner = createJobRunner({
+      env: { db, files, fhirBase: `${config.baseUrl}fhir/R4`, clock, newId: randomUUID },
+      signals,
+      kinds: defaultKinds(exportPageSize ? { exportPageSize } : {}),
+      concurrency: config.jobConcurrency,
+      pollMs: 200,
+      ...runnerOpts,
+    });
+    runner.start();
+  }
   const fhir = '/fhir/R4';
   const request: TestApp['request'] = ({ token, headers, ...rest }) =>
     app.inject({
@@ -139,7 +166,9 @@ export async function startTestApp(
       };
       return { projectId, adminToken: await client(true), memberToken: await client(false) };
     },
+    ...(runner ? { runner } : {}),
     async close() {
+      await runner?.stop();
       await app.close();
       if (!extras.db) await db.close();
     },

@@ -1,0 +1,76 @@
+// What every asynchronous kick-off shares (https://hl7.org/fhir/R4/async.html, API.md §5): `Prefer: respond-async`
+// is required, parameters come from the query string or a Parameters body, and the answer is 202 with
+// `Content-Location: {fhir}/AsyncJob/<id>` and an informational OperationOutcome.
+import type { Db } from '../../storage/db.js';
+import type { Signals } from '../../storage/signals.js';
+import { createJob } from '../../jobs/async-job.js';
+import { JOBS_CHANNEL } from '../../jobs/queue.js';
+import { FhirError, outcome } from '../outcome.js';
+import type { RepoContext } from '../repository/context.js';
+import type { FhirResult } from '../result.js';
+
+export interface AsyncRequest {
+  /** The `Prefer` header. */
+  prefer: string | undefined;
+  query: Record<string, string | string[]>;
+  body: unknown;
+  /** The absolute request URL (AsyncJob.request). */
+  url: string;
+}
+
+export function assertRespondAsync(prefer: string | undefined): void {
+  if (!prefer || !/(^|[,;\s])respond-async($|[,;\s])/.test(prefer)) {
+    throw new FhirError(
+      'invalid',
+      'This operation needs the header Prefer: respond-async',
+      'job.prefer-async',
+    );
+  }
+}
+
+type ParameterValue = Record<string, unknown> & { name?: unknown };
+
+/** Query and Parameters-body parameters by name (values as strings; a comma list stays one value). */
+export function operationParams(req: AsyncRequest): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const [k, v] of Object.entries(req.query)) out[k] = [v].flat();
+  const body = req.body as { resourceType?: unknown; parameter?: unknown } | undefined;
+  if (body === undefined || body === null) return out;
+  if (typeof body !== 'object' || body.resourceType !== 'Parameters') {
+    throw new FhirError('invalid', 'The request body must be a Parameters resource', 'job.body');
+  }
+  for (const p of Array.isArray(body.parameter) ? (body.parameter as ParameterValue[]) : []) {
+    if (typeof p?.name !== 'string') continue;
+    const key = Object.keys(p).find((k) => k.startsWith('value'));
+    const v = key ? p[key] : undefined;
+    if (typeof v === 'string' || typeof v === 'boolean' || typeof v === 'number')
+      (out[p.name] ??= []).push(String(v));
+  }
+  return out;
+}
+
+/** Creates the AsyncJob and its queue row, wakes the runners, and answers 202. */
+export async function startJob(
+  db: Db,
+  signals: Signals,
+  ctx: RepoContext,
+  kind: string,
+  params: Record<string, unknown>,
+  request: string,
+): Promise<FhirResult> {
+  const id = await db.transaction((tx) =>
+    createJob(tx, ctx, {
+      kind,
+      params,
+      projectId: ctx.actor.projectId,
+      request,
+      ...(ctx.author ? { owner: ctx.author } : {}),
+    }),
+  );
+  await signals.publish(JOBS_CHANNEL, 'new');
+  return {
+    status: 202,
+    body: outcome('information', 'informational', `Accepted: AsyncJob/${id}`),
+    location: `AsyncJob/${id}`,
+  };
+}

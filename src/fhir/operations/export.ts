@@ -1,0 +1,66 @@
+// Bulk Data kick-off: {fhir}/$export, {fhir}/Patient/$export, {fhir}/Group/<id>/$export
+// (https://hl7.org/fhir/uv/bulkdata/export.html, API.md §5). Checks the request and the caller's access, then
+// enqueues an `export` job (src/jobs/kinds/export.ts) that exports only what the caller may read.
+import type { Db } from '../../storage/db.js';
+import type { Signals } from '../../storage/signals.js';
+import type { ExportParams } from '../../jobs/kinds/export.js';
+import { canRead } from '../access.js';
+import { isResourceType, resourceTypes } from '../definitions/index.js';
+import { FhirError } from '../outcome.js';
+import type { RepoContext } from '../repository/context.js';
+import { readVisibleRow } from '../repository/read.js';
+import type { FhirResult } from '../result.js';
+import { assertRespondAsync, operationParams, startJob, type AsyncRequest } from './async-start.js';
+
+const NDJSON = new Set(['application/fhir+ndjson', 'application/ndjson', 'ndjson']);
+
+function exportTypes(ctx: RepoContext, asked: string[] | undefined): string[] {
+  if (!asked) return resourceTypes().filter((t) => canRead(ctx.actor, t));
+  const types = [...new Set(asked.flatMap((v) => v.split(',')).map((t) => t.trim()))].filter(Boolean);
+  for (const t of types) {
+    if (!isResourceType(t))
+      throw new FhirError('invalid', `Unknown resource type in _type: ${t.slice(0, 64)}`, 'export.type');
+  }
+  return types.filter((t) => canRead(ctx.actor, t));
+}
+
+function since(values: string[] | undefined): string | null {
+  const v = values?.[0];
+  if (v === undefined) return null;
+  const ms = /^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:\d{2}))?$/.test(v) ? Date.parse(v) : NaN;
+  if (Number.isNaN(ms)) throw new FhirError('invalid', `Invalid _since: ${v.slice(0, 64)}`, 'export.since');
+  return new Date(ms).toISOString();
+}
+
+async function groupPatients(db: Db, ctx: RepoContext, groupId: string): Promise<string[]> {
+  const row = await readVisibleRow(db, ctx, 'Group', groupId);
+  if (!row || row.deleted)
+    throw new FhirError('not-found', `Not found: Group/${groupId}`, 'export.group-not-found');
+  const group = JSON.parse(row.json) as { member?: { entity?: { reference?: string } }[] };
+  return (group.member ?? [])
+    .map((m) => /^Patient\/([A-Za-z0-9\-.]{1,64})$/.exec(m.entity?.reference ?? '')?.[1])
+    .filter((id): id is string => id !== undefined);
+}
+
+export async function startExport(
+  db: Db,
+  signals: Signals,
+  ctx: RepoContext,
+  level: { kind: 'system' } | { kind: 'patient' } | { kind: 'group'; groupId: string },
+  req: AsyncRequest,
+): Promise<FhirResult> {
+  assertRespondAsync(req.prefer);
+  const p = operationParams(req);
+  const format = p._outputFormat?.[0];
+  if (format !== undefined && !NDJSON.has(format)) {
+    throw new FhirError('invalid', `Unsupported _outputFormat: ${format.slice(0, 64)}`, 'export.format');
+  }
+  const params: ExportParams = {
+    level: level.kind,
+    types: exportTypes(ctx, p._type),
+    since: since(p._since),
+    projectId: ctx.scope.projectId,
+    ...(level.kind === 'group' ? { patients: await groupPatients(db, ctx, level.groupId) } : {}),
+  };
+  return startJob(db, signals, ctx, 'export', { ...params }, req.url);
+}

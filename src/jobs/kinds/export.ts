@@ -1,0 +1,133 @@
+// Bulk Data export job (https://hl7.org/fhir/uv/bulkdata/export.html, API.md §5): streams stored JSON text
+// (`content::text`, never parsed) page by page in rid order into one NDJSON file per type, so memory stays flat.
+// The checkpoint holds the position and each file's size; a resumed job cuts its files back to those sizes.
+// The patient compartment is approximated by references: Patient resources, and resources with a reference to a
+// Patient (to one of the Group's Patients for Group/<id>/$export).
+import type { Queryable } from '../../storage/db.js';
+import type { Resource } from '../../fhir/types.js';
+import type { JobEnv, JobKind, StepResult } from '../kind.js';
+import type { JobRow } from '../queue.js';
+
+export interface ExportParams {
+  level: 'system' | 'patient' | 'group';
+  types: string[];
+  /** ISO instant: only resources with a later meta.lastUpdated. */
+  since: string | null;
+  /** The caller's scope: one project, or null for every project (super administrators). */
+  projectId: string | null;
+  /** Group level: ids of the Group's Patient members. */
+  patients?: string[];
+}
+
+interface FileState {
+  type: string;
+  size: number;
+  count: number;
+}
+
+interface ExportState {
+  ti: number;
+  after: number;
+  files: FileState[];
+  total: number;
+}
+
+const fileKey = (jobId: string, type: string): string => `exports/${jobId}/${type}.ndjson`;
+export const exportFileKey = fileKey;
+
+function pageQuery(
+  p: ExportParams,
+  type: string,
+  after: number,
+  limit: number,
+): { text: string; values: unknown[] } {
+  const values: unknown[] = [type, after, limit];
+  const conds = ['r.resource_type = $1', 'NOT r.deleted', 'r.rid > $2'];
+  if (p.projectId !== null) conds.push(`r.project_id = $${values.push(p.projectId)}`);
+  if (p.since !== null) conds.push(`r.last_updated > $${values.push(p.since)}::timestamptz`);
+  if (p.level === 'group') {
+    const ids = `$${values.push(p.patients ?? [])}::text[]`;
+    conds.push(
+      type === 'Patient'
+        ? `r.id = ANY(${ids})`
+        : `EXISTS (SELECT 1 FROM sp_reference s WHERE s.rid = r.rid AND s.target_type = 'Patient' AND s.target_id = ANY(${ids}))`,
+    );
+  } else if (p.level === 'patient' && type !== 'Patient') {
+    conds.push(`EXISTS (SELECT 1 FROM sp_reference s WHERE s.rid = r.rid AND s.target_type = 'Patient')`);
+  }
+  return {
+    text: `SELECT r.rid, r.content::text AS json FROM resources r WHERE ${conds.join(' AND ')} ORDER BY r.rid LIMIT $3`,
+    values,
+  };
+}
+
+async function page(db: Queryable, p: ExportParams, type: string, after: number, limit: number) {
+  const q = pageQuery(p, type, after, limit);
+  return (await db.query<{ rid: number; json: string }>(q.text, q.values)).rows;
+}
+
+function output(env: JobEnv, job: JobRow, s: ExportState): Resource {
+  return {
+    resourceType: 'Parameters',
+    parameter: s.files.map((f) => ({
+      name: 'output',
+      part: [
+        { name: 'type', valueCode: f.type },
+        { name: 'url', valueUri: `${env.fhirBase}/AsyncJob/${job.id}/output/${f.type}.ndjson` },
+      ],
+    })),
+  };
+}
+
+export function exportKind(opts: { pageSize?: number; stepMs?: number } = {}): JobKind<ExportState> {
+  const pageSize = opts.pageSize ?? 2000;
+  const stepMs = opts.stepMs ?? 250;
+  return {
+    async start() {
+      return { ti: 0, after: 0, files: [], total: 0 };
+    },
+    async resume(env, job, s) {
+      for (const f of s.files) await env.files.truncate(fileKey(job.id, f.type), f.size);
+      const current = (job.params as unknown as ExportParams).types[s.ti];
+      if (current && !s.files.some((f) => f.type === current))
+        await env.files.truncate(fileKey(job.id, current), 0);
+    },
+    // One step: pages of the current type until one non-empty page is written or the time budget is spent.
+    async runStep(env, job, prev): Promise<StepResult<ExportState>> {
+      const p = job.params as unknown as ExportParams;
+      const s: ExportState = { ...prev, files: prev.files.map((f) => ({ ...f })) };
+      const until = Date.now() + stepMs;
+      while (s.ti < p.types.length) {
+        const type = p.types[s.ti] as string;
+        const rows = await page(env.db, p, type, s.after, pageSize);
+        if (rows.length > 0) {
+          const size = await env.files.append(
+            fileKey(job.id, type),
+            rows.map((r) => r.json).join('\n') + '\n',
+          );
+          let f = s.files.find((x) => x.type === type);
+          if (!f) s.files.push((f = { type, size: 0, count: 0 }));
+          f.size = size;
+          f.count += rows.length;
+          s.total += rows.length;
+          s.after = Number((rows[rows.length - 1] as { rid: number }).rid);
+        }
+        if (rows.length < pageSize) {
+          s.ti++;
+          s.after = 0;
+        }
+        if (rows.length > 0 || Date.now() > until) break;
+      }
+      const done = s.ti >= p.types.length;
+      return {
+        state: s,
+        done,
+        progress: `Exported ${s.total} resources (${Math.min(s.ti, p.types.length)} of ${p.types.length} types)`,
+        ...(done ? { output: output(env, job, s) } : {}),
+      };
+    },
+    async cancel(env, job) {
+      await env.files.deleteDir(`exports/${job.id}`);
+    },
+  };
+}

@@ -1,0 +1,58 @@
+// Files written by jobs (bulk export NDJSON) behind one interface, so that an S3-compatible store can implement it
+// later (append = multipart upload parts, truncate = drop the parts after a checkpoint). Keys are relative paths
+// such as `exports/<jobId>/Patient.ndjson`; the local implementation keeps them under `<dataDir>/files`.
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+
+export interface FileStore {
+  /** Appends text to a file (creating it) and returns its new size in bytes. */
+  append(key: string, text: string): Promise<number>;
+  /** Cuts a file back to `size` bytes (a resumed job drops what was written after its last checkpoint). */
+  truncate(key: string, size: number): Promise<void>;
+  /** A stream of the file, or undefined when it does not exist. */
+  read(key: string): Promise<Readable | undefined>;
+  /** Deletes every file whose key starts with `prefix/`. */
+  deleteDir(prefix: string): Promise<void>;
+}
+
+const KEY_RE = /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/;
+
+export function localFileStore(root: string): FileStore {
+  const resolve = (key: string): string => {
+    if (!KEY_RE.test(key) || key.split('/').some((p) => p === '..' || p === '.'))
+      throw new Error(`invalid file key: ${key}`);
+    return path.join(root, key);
+  };
+  return {
+    async append(key, text) {
+      const file = resolve(key);
+      await fs.promises.mkdir(path.dirname(file), { recursive: true });
+      await fs.promises.appendFile(file, text);
+      return (await fs.promises.stat(file)).size;
+    },
+    async truncate(key, size) {
+      const file = resolve(key);
+      await fs.promises.mkdir(path.dirname(file), { recursive: true });
+      const handle = await fs.promises.open(file, 'a');
+      try {
+        await handle.truncate(size);
+      } finally {
+        await handle.close();
+      }
+    },
+    async read(key) {
+      const file = resolve(key);
+      try {
+        const handle = await fs.promises.open(file, 'r');
+        return handle.createReadStream();
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+        throw err;
+      }
+    },
+    async deleteDir(prefix) {
+      await fs.promises.rm(resolve(prefix), { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,210 @@
+// Bulk $export through HTTP (API.md §5): kick-off rules, round trips at system, Patient and Group level with
+// _type, _since and _outputFormat, and project isolation of jobs and files.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testDatabases } from '../support/db.js';
+import { startTestApp, type TestApp } from '../support/app.js';
+import { ASYNC, downloadOutput, jobIdOf, waitForJob } from '../support/jobs.js';
+
+describe.each(testDatabases())('bulk export on $name', (database) => {
+  let t: TestApp;
+  let dir: string;
+  let p: { projectId: string; adminToken: string; memberToken: string };
+  let other: { projectId: string; adminToken: string; memberToken: string };
+  const patients: Record<string, unknown>[] = [];
+  const observations: Record<string, unknown>[] = [];
+  let orphanObs: Record<string, unknown>;
+  let group: Record<string, unknown>;
+
+  const post = async (token: string, r: Record<string, unknown>): Promise<Record<string, unknown>> => {
+    const res = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/${r.resourceType as string}`,
+      token,
+      payload: r,
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    return res.json() as Record<string, unknown>;
+  };
+
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-export-'));
+    t = await startTestApp(database, { dataDir: dir }, { jobs: { exportPageSize: 3 } });
+    p = await t.newProject();
+    other = await t.newProject();
+    for (let i = 0; i < 5; i++) {
+      const pt = await post(p.adminToken, { resourceType: 'Patient', name: [{ family: `P${i}` }] });
+      patients.push(pt);
+      observations.push(
+        await post(p.adminToken, {
+          resourceType: 'Observation',
+          status: 'final',
+          code: { text: 'x' },
+          subject: { reference: `Patient/${pt.id as string}` },
+        }),
+      );
+    }
+    orphanObs = await post(p.adminToken, {
+      resourceType: 'Observation',
+      status: 'final',
+      code: { text: 'y' },
+    });
+    group = await post(p.adminToken, {
+      resourceType: 'Group',
+      type: 'person',
+      actual: true,
+      member: [0, 1].map((i) => ({ entity: { reference: `Patient/${patients[i]?.id as string}` } })),
+    });
+    await post(other.adminToken, { resourceType: 'Patient', name: [{ family: 'Other' }] });
+  });
+  afterAll(async () => {
+    await t?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const ids = (rs: Record<string, unknown>[] | undefined): string[] =>
+    (rs ?? []).map((r) => r.id as string).sort();
+
+  it('needs Prefer: respond-async and an NDJSON _outputFormat', async () => {
+    const noPrefer = await t.request({ method: 'GET', url: `${t.fhir}/$export`, token: p.adminToken });
+    expect(noPrefer.statusCode).toBe(400);
+    expect(noPrefer.json().issue[0].code).toBe('invalid');
+    const badFormat = await t.request({
+      method: 'GET',
+      url: `${t.fhir}/$export?_outputFormat=text/csv`,
+      token: p.adminToken,
+      headers: ASYNC,
+    });
+    expect(badFormat.statusCode).toBe(400);
+    const badType = await t.request({
+      method: 'GET',
+      url: `${t.fhir}/$export?_type=Nope`,
+      token: p.adminToken,
+      headers: ASYNC,
+    });
+    expect(badType.statusCode).toBe(400);
+  });
+
+  it('exports the project (system level) and round-trips stored resources', async () => {
+    const id = jobIdOf(
+      await t.request({
+        method: 'GET',
+        url: `${t.fhir}/$export?_outputFormat=application/fhir%2Bndjson`,
+        token: p.adminToken,
+        headers: ASYNC,
+      }),
+    );
+    const job = await waitForJob(t, id, p.adminToken);
+    expect(job.status).toBe('completed');
+    const files = await downloadOutput(t, job, p.adminToken);
+    expect(ids(files.Patient)).toEqual(ids(patients));
+    expect(ids(files.Observation)).toEqual(ids([...observations, orphanObs]));
+    expect(ids(files.Group)).toEqual(ids([group]));
+    // Byte-for-byte what a read returns.
+    const read = await t.request({
+      method: 'GET',
+      url: `${t.fhir}/Patient/${patients[0]?.id as string}`,
+      token: p.adminToken,
+    });
+    expect(files.Patient?.find((r) => r.id === patients[0]?.id)).toEqual(read.json());
+  });
+
+  it('exports with _type and _since, by POST with a Parameters body', async () => {
+    const cut = (observations[2]?.meta as { lastUpdated: string }).lastUpdated;
+    const id = jobIdOf(
+      await t.request({
+        method: 'POST',
+        url: `${t.fhir}/$export`,
+        token: p.adminToken,
+        headers: ASYNC,
+        payload: {
+          resourceType: 'Parameters',
+          parameter: [
+            { name: '_type', valueString: 'Observation,Patient' },
+            { name: '_since', valueInstant: cut },
+            { name: '_outputFormat', valueString: 'ndjson' },
+          ],
+        },
+      }),
+    );
+    const files = await downloadOutput(t, await waitForJob(t, id, p.adminToken), p.adminToken);
+    expect(Object.keys(files).sort()).toEqual(['Observation', 'Patient']);
+    const later = (rs: Record<string, unknown>[]) =>
+      rs.filter((r) => (r.meta as { lastUpdated: string }).lastUpdated > cut);
+    expect(ids(files.Observation)).toEqual(ids(later([...observations, orphanObs])));
+    expect(ids(files.Patient)).toEqual(ids(later(patients)));
+  });
+
+  it('exports the patient compartment and a Group', async () => {
+    const pid = jobIdOf(
+      await t.request({
+        method: 'GET',
+        url: `${t.fhir}/Patient/$export?_type=Patient,Observation&_outputFormat=application/ndjson`,
+        token: p.adminToken,
+        headers: ASYNC,
+      }),
+    );
+    const pf = await downloadOutput(t, await waitForJob(t, pid, p.adminToken), p.adminToken);
+    expect(ids(pf.Patient)).toEqual(ids(patients));
+    expect(ids(pf.Observation)).toEqual(ids(observations));
+    const gid = jobIdOf(
+      await t.request({
+        method: 'GET',
+        url: `${t.fhir}/Group/${group.id as string}/$export`,
+        token: p.adminToken,
+        headers: ASYNC,
+      }),
+    );
+    const gf = await downloadOutput(t, await waitForJob(t, gid, p.adminToken), p.adminToken);
+    expect(ids(gf.Patient)).toEqual(ids(patients.slice(0, 2)));
+    expect(ids(gf.Observation)).toEqual(ids(observations.slice(0, 2)));
+    const missing = await t.request({
+      method: 'GET',
+      url: `${t.fhir}/Group/${group.id as string}/$export`,
+      token: other.adminToken,
+      headers: ASYNC,
+    });
+    expect(missing.statusCode).toBe(404);
+  });
+
+  it('keeps jobs and files to their project and starter', async () => {
+    const id = jobIdOf(
+      await t.request({
+        method: 'GET',
+        url: `${t.fhir}/$export?_type=Patient`,
+        token: p.memberToken,
+        headers: ASYNC,
+      }),
+    );
+    const job = await waitForJob(t, id, p.memberToken);
+    expect(job.status).toBe('completed');
+    const url = (job.output?.parameter[0]?.part.find((x) => x.name === 'url')?.valueUri as string).replace(
+      'http://cinder.test',
+      '',
+    );
+    expect((await t.request({ method: 'GET', url, token: p.memberToken })).statusCode).toBe(200);
+    expect((await t.request({ method: 'GET', url, token: p.adminToken })).statusCode).toBe(200);
+    expect((await t.request({ method: 'GET', url, token: t.adminToken })).statusCode).toBe(200);
+    for (const token of [other.adminToken, other.memberToken]) {
+      const status = await t.request({ method: 'GET', url: `${t.fhir}/AsyncJob/${id}`, token });
+      expect(status.statusCode).toBe(404);
+      expect(status.json().issue[0].code).toBe('not-found');
+      expect((await t.request({ method: 'GET', url, token })).statusCode).toBe(404);
+      const cancel = await t.request({ method: 'POST', url: `${t.fhir}/AsyncJob/${id}/$cancel`, token });
+      expect(cancel.statusCode).toBe(404);
+    }
+    // The other project's export never contains this project's resources.
+    const oid = jobIdOf(
+      await t.request({
+        method: 'GET',
+        url: `${t.fhir}/$export?_type=Patient`,
+        token: other.adminToken,
+        headers: ASYNC,
+      }),
+    );
+    const of = await downloadOutput(t, await waitForJob(t, oid, other.adminToken), other.adminToken);
+    expect(of.Patient?.map((r) => (r.name as { family: string }[])[0]?.family)).toEqual(['Other']);
+  });
+});
