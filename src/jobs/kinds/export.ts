@@ -83,7 +83,9 @@ export function exportKind(opts: { pageSize?: number; stepMs?: number } = {}): J
   const pageSize = opts.pageSize ?? 2000;
   const stepMs = opts.stepMs ?? 250;
   return {
-    async start() {
+    async start(env, job) {
+      // A worker that died before its first checkpoint may have left a partial file.
+      await env.files.deleteDir(`exports/${job.id}`);
       return { ti: 0, after: 0, files: [], total: 0 };
     },
     async resume(env, job, s) {
