@@ -10,7 +10,7 @@ import { testDatabases } from '../support/db.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { ASYNC, downloadOutput, jobIdOf, waitForJob } from '../support/jobs.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 describe.each(testDatabases())('AsyncJob cancel on $name', (database) => {
   let t: TestApp;
