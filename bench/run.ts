@@ -85,7 +85,9 @@ async function loadSynthea(base: string, token: string): Promise<{ resources: nu
       body,
     });
     if (!res.ok) throw new Error(`transaction failed ${res.status} ${(await res.text()).slice(0, 300)}`);
-    resources += ((await res.json()) as { entry: unknown[] }).entry.length;
+    // Read first, then add: `x += await y` would add to a stale x when loaders run concurrently.
+    const n = ((await res.json()) as { entry: unknown[] }).entry.length;
+    resources += n;
   });
   return { resources, seconds: (performance.now() - started) / 1000 };
 }
