@@ -1,8 +1,8 @@
 // FHIR REST interactions through HTTP: create, read, vread, update, conditional create, patch, delete, history,
 // and the error statuses of issue 2 (each an OperationOutcome).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { testDatabases } from '../support/db.js';
-import { startTestApp, type TestApp } from '../support/app.js';
+import { startTestApp, useProjectApp } from '../support/app.js';
 
 const patient = (family: string, extra: Record<string, unknown> = {}) => ({
   resourceType: 'Patient',
@@ -25,19 +25,13 @@ function issue(body: string): {
 }
 
 describe.each(testDatabases())('FHIR REST on $name', (database) => {
-  let t: TestApp;
-  let token: string;
-  beforeAll(async () => {
-    t = await startTestApp(database);
-    token = (await t.newProject()).adminToken;
-  });
-  afterAll(async () => t?.close());
+  const ctx = useProjectApp(database);
 
   it('creates with 201, Location, ETag and server-set meta', async () => {
-    const res = await t.request({
+    const res = await ctx.t.request({
       method: 'POST',
-      url: `${t.fhir}/Patient`,
-      token,
+      url: `${ctx.t.fhir}/Patient`,
+      token: ctx.token,
       payload: patient('Lovelace', { id: 'client-chosen', meta: { versionId: '99' } }),
     });
     expect(res.statusCode).toBe(201);
@@ -53,49 +47,54 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
 
   it('reads, updates with If-Match, rejects a stale If-Match with 412, and vreads old versions', async () => {
     const created = (
-      await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token, payload: patient('Hopper') })
+      await ctx.t.request({
+        method: 'POST',
+        url: `${ctx.t.fhir}/Patient`,
+        token: ctx.token,
+        payload: patient('Hopper'),
+      })
     ).json();
-    const url = `${t.fhir}/Patient/${created.id}`;
-    const read = await t.request({ method: 'GET', url, token });
+    const url = `${ctx.t.fhir}/Patient/${created.id}`;
+    const read = await ctx.t.request({ method: 'GET', url, token: ctx.token });
     expect(read.statusCode).toBe(200);
     expect(read.json().name[0].family).toBe('Hopper');
-    const upd = await t.request({
+    const upd = await ctx.t.request({
       method: 'PUT',
       url,
-      token,
+      token: ctx.token,
       headers: { 'if-match': 'W/"1"' },
       payload: { ...created, gender: 'other' },
     });
     expect(upd.statusCode).toBe(200);
     expect(upd.json().meta.versionId).toBe('2');
-    const stale = await t.request({
+    const stale = await ctx.t.request({
       method: 'PUT',
       url,
-      token,
+      token: ctx.token,
       headers: { 'if-match': 'W/"1"' },
       payload: { ...created, gender: 'male' },
     });
     expect(stale.statusCode).toBe(412);
     issue(stale.body);
-    const v1 = await t.request({ method: 'GET', url: `${url}/_history/1`, token });
+    const v1 = await ctx.t.request({ method: 'GET', url: `${url}/_history/1`, token: ctx.token });
     expect(v1.json().gender).toBe('female');
-    expect((await t.request({ method: 'GET', url, token })).json().gender).toBe('other');
-    const missingVersion = await t.request({ method: 'GET', url: `${url}/_history/9`, token });
+    expect((await ctx.t.request({ method: 'GET', url, token: ctx.token })).json().gender).toBe('other');
+    const missingVersion = await ctx.t.request({ method: 'GET', url: `${url}/_history/9`, token: ctx.token });
     expect(missingVersion.statusCode).toBe(404);
   });
 
   it('update-as-create with a client id answers 201; an id mismatch is 400', async () => {
-    const res = await t.request({
+    const res = await ctx.t.request({
       method: 'PUT',
-      url: `${t.fhir}/Patient/chosen-id-1`,
-      token,
+      url: `${ctx.t.fhir}/Patient/chosen-id-1`,
+      token: ctx.token,
       payload: patient('Chosen', { id: 'chosen-id-1' }),
     });
     expect(res.statusCode).toBe(201);
-    const mismatch = await t.request({
+    const mismatch = await ctx.t.request({
       method: 'PUT',
-      url: `${t.fhir}/Patient/chosen-id-2`,
-      token,
+      url: `${ctx.t.fhir}/Patient/chosen-id-2`,
+      token: ctx.token,
       payload: patient('Chosen', { id: 'other' }),
     });
     expect(mismatch.statusCode).toBe(400);
@@ -104,31 +103,48 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
   it('conditional create returns the existing resource instead of a second one', async () => {
     const p = patient('Conditional', { identifier: [{ system: 'urn:test:mrn', value: 'cc-1' }] });
     const headers = { 'if-none-exist': 'identifier=urn:test:mrn|cc-1' };
-    const first = await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token, headers, payload: p });
+    const first = await ctx.t.request({
+      method: 'POST',
+      url: `${ctx.t.fhir}/Patient`,
+      token: ctx.token,
+      headers,
+      payload: p,
+    });
     expect(first.statusCode).toBe(201);
-    const second = await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token, headers, payload: p });
+    const second = await ctx.t.request({
+      method: 'POST',
+      url: `${ctx.t.fhir}/Patient`,
+      token: ctx.token,
+      headers,
+      payload: p,
+    });
     expect(second.statusCode).toBe(200);
     expect(second.json().id).toBe(first.json().id);
   });
 
   it('applies a JSON Patch; a failed test op is 412', async () => {
     const created = (
-      await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token, payload: patient('Patchy') })
+      await ctx.t.request({
+        method: 'POST',
+        url: `${ctx.t.fhir}/Patient`,
+        token: ctx.token,
+        payload: patient('Patchy'),
+      })
     ).json();
-    const url = `${t.fhir}/Patient/${created.id}`;
-    const ok = await t.request({
+    const url = `${ctx.t.fhir}/Patient/${created.id}`;
+    const ok = await ctx.t.request({
       method: 'PATCH',
       url,
-      token,
+      token: ctx.token,
       headers: { 'content-type': 'application/json-patch+json' },
       payload: JSON.stringify([{ op: 'replace', path: '/gender', value: 'male' }]),
     });
     expect(ok.statusCode).toBe(200);
     expect(ok.json().gender).toBe('male');
-    const failed = await t.request({
+    const failed = await ctx.t.request({
       method: 'PATCH',
       url,
-      token,
+      token: ctx.token,
       headers: { 'content-type': 'application/json-patch+json' },
       payload: JSON.stringify([{ op: 'test', path: '/gender', value: 'female' }]),
     });
@@ -137,16 +153,21 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
 
   it('deletes (then 410 on read), and keeps instance and type history', async () => {
     const created = (
-      await t.request({ method: 'POST', url: `${t.fhir}/Patient`, token, payload: patient('Gone') })
+      await ctx.t.request({
+        method: 'POST',
+        url: `${ctx.t.fhir}/Patient`,
+        token: ctx.token,
+        payload: patient('Gone'),
+      })
     ).json();
-    const url = `${t.fhir}/Patient/${created.id}`;
-    await t.request({ method: 'PUT', url, token, payload: { ...created, active: true } });
-    const del = await t.request({ method: 'DELETE', url, token });
+    const url = `${ctx.t.fhir}/Patient/${created.id}`;
+    await ctx.t.request({ method: 'PUT', url, token: ctx.token, payload: { ...created, active: true } });
+    const del = await ctx.t.request({ method: 'DELETE', url, token: ctx.token });
     expect(del.statusCode).toBe(200);
-    const gone = await t.request({ method: 'GET', url, token });
+    const gone = await ctx.t.request({ method: 'GET', url, token: ctx.token });
     expect(gone.statusCode).toBe(410);
     expect(issue(gone.body).code).toBe('deleted');
-    const hist = (await t.request({ method: 'GET', url: `${url}/_history`, token })).json();
+    const hist = (await ctx.t.request({ method: 'GET', url: `${url}/_history`, token: ctx.token })).json();
     expect(hist.type).toBe('history');
     expect(hist.total).toBe(3);
     expect(hist.entry.map((e: { response: { status: string } }) => e.response.status)).toEqual([
@@ -155,17 +176,17 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
       '201',
     ]);
     const typeHist = (
-      await t.request({ method: 'GET', url: `${t.fhir}/Patient/_history?_count=2`, token })
+      await ctx.t.request({ method: 'GET', url: `${ctx.t.fhir}/Patient/_history?_count=2`, token: ctx.token })
     ).json();
     expect(typeHist.entry.length).toBe(2);
     expect(typeHist.link.some((l: { relation: string }) => l.relation === 'next')).toBe(true);
   });
 
   it('rejects invalid resources with issues that carry expressions', async () => {
-    const res = await t.request({
+    const res = await ctx.t.request({
       method: 'POST',
-      url: `${t.fhir}/Patient`,
-      token,
+      url: `${ctx.t.fhir}/Patient`,
+      token: ctx.token,
       payload: patient('Bad', { birthDate: '1990-02-30', foo: 1 }),
     });
     expect(res.statusCode).toBe(400);
@@ -176,49 +197,57 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
   });
 
   it('answers every error with an OperationOutcome and the right status', async () => {
-    const malformed = await t.request({
+    const malformed = await ctx.t.request({
       method: 'POST',
-      url: `${t.fhir}/Patient`,
-      token,
+      url: `${ctx.t.fhir}/Patient`,
+      token: ctx.token,
       headers: { 'content-type': 'application/fhir+json' },
       payload: '{"resourceType":',
     });
     expect(malformed.statusCode).toBe(400);
     issue(malformed.body);
-    const media = await t.request({
+    const media = await ctx.t.request({
       method: 'POST',
-      url: `${t.fhir}/Patient`,
-      token,
+      url: `${ctx.t.fhir}/Patient`,
+      token: ctx.token,
       headers: { 'content-type': 'text/plain' },
       payload: 'hello',
     });
     expect(media.statusCode).toBe(415);
     issue(media.body);
-    const unknownType = await t.request({ method: 'GET', url: `${t.fhir}/Patientx/1`, token });
+    const unknownType = await ctx.t.request({
+      method: 'GET',
+      url: `${ctx.t.fhir}/Patientx/1`,
+      token: ctx.token,
+    });
     expect(unknownType.statusCode).toBe(404);
     issue(unknownType.body);
-    const unknownId = await t.request({ method: 'GET', url: `${t.fhir}/Patient/does-not-exist`, token });
+    const unknownId = await ctx.t.request({
+      method: 'GET',
+      url: `${ctx.t.fhir}/Patient/does-not-exist`,
+      token: ctx.token,
+    });
     expect(unknownId.statusCode).toBe(404);
     expect(issue(unknownId.body).code).toBe('not-found');
-    const method = await t.request({ method: 'DELETE', url: `${t.fhir}/Patient`, token });
+    const method = await ctx.t.request({ method: 'DELETE', url: `${ctx.t.fhir}/Patient`, token: ctx.token });
     expect(method.statusCode).toBe(405);
     issue(method.body);
-    const wrongType = await t.request({
+    const wrongType = await ctx.t.request({
       method: 'POST',
-      url: `${t.fhir}/Patient`,
-      token,
+      url: `${ctx.t.fhir}/Patient`,
+      token: ctx.token,
       payload: { resourceType: 'Observation' },
     });
     expect(wrongType.statusCode).toBe(400);
-    const notObject = await t.request({
+    const notObject = await ctx.t.request({
       method: 'POST',
-      url: `${t.fhir}/Patient`,
-      token,
+      url: `${ctx.t.fhir}/Patient`,
+      token: ctx.token,
       headers: { 'content-type': 'application/fhir+json' },
       payload: '[1,2]',
     });
     expect(notObject.statusCode).toBe(400);
-    const noRoute = await t.request({ method: 'GET', url: '/nowhere', token });
+    const noRoute = await ctx.t.request({ method: 'GET', url: '/nowhere', token: ctx.token });
     expect(noRoute.statusCode).toBe(404);
     issue(noRoute.body);
   });
@@ -246,7 +275,7 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
   });
 
   it('serves a CapabilityStatement without a token', async () => {
-    const res = await t.request({ method: 'GET', url: `${t.fhir}/metadata` });
+    const res = await ctx.t.request({ method: 'GET', url: `${ctx.t.fhir}/metadata` });
     expect(res.statusCode).toBe(200);
     const cs = res.json();
     expect(cs.resourceType).toBe('CapabilityStatement');

@@ -1,5 +1,6 @@
 // A Cinder app on a test database, with the super administrator bootstrapped and helpers to log in.
 import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll } from 'vitest';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { ensureSuperAdmin } from '../../src/auth/bootstrap.js';
@@ -175,3 +176,40 @@ export async function startTestApp(
   };
   return t;
 }
+
+/**
+ * A test app for a whole suite, with one project whose admin token most tests use: started before the suite,
+ * closed after it. Read `ctx.t` and `ctx.token` inside tests (they are set once the suite has started).
+ */
+export function useProjectApp(
+  database: TestDatabase,
+  overrides: Partial<ConfigInput> = {},
+): { t: TestApp; token: string } {
+  const ctx = {} as { t: TestApp; token: string };
+  beforeAll(async () => {
+    ctx.t = await startTestApp(database, overrides);
+    ctx.token = (await ctx.t.newProject()).adminToken;
+  });
+  afterAll(async () => ctx.t?.close());
+  return ctx;
+}
+
+/** POSTs a batch or transaction Bundle of the given entries to the FHIR base. */
+export function postBundle(
+  t: TestApp,
+  token: string,
+  type: 'batch' | 'transaction',
+  entry: Record<string, unknown>[],
+): Promise<LightMyRequestResponse> {
+  return t.request({ method: 'POST', url: t.fhir, token, payload: { resourceType: 'Bundle', type, entry } });
+}
+
+/** A Bundle entry that creates `resource`. */
+export const createEntry = (
+  resource: Record<string, unknown>,
+  fullUrl?: string,
+): Record<string, unknown> => ({
+  ...(fullUrl ? { fullUrl } : {}),
+  resource,
+  request: { method: 'POST', url: resource.resourceType },
+});

@@ -3,16 +3,10 @@
 // StructureDefinitions. https://hl7.org/fhir/R4/elementdefinition.html
 import { readSlimBundle } from '../definitions/slim.js';
 import r4 from 'fhirpath/fhir-context/r4';
+import { MEDPLUM_RESOURCE_TYPES } from '../definitions/index.js';
 
 /** The resource types that are not R4 but that Cinder stores and searches (Medplum's service types). */
-export const SERVICE_TYPES: readonly string[] = [
-  'Project',
-  'ProjectMembership',
-  'ClientApplication',
-  'User',
-  'AsyncJob',
-  'Login',
-];
+export const SERVICE_TYPES = MEDPLUM_RESOURCE_TYPES;
 
 export interface ElementInfo {
   /** The element's possible FHIR types (one unless it is a choice element `value[x]`). */

@@ -201,28 +201,22 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
   });
 
   // Everything else on these paths is a 405 with an OperationOutcome (not Fastify's plain 404).
-  app.route({ method: ['PUT', 'DELETE', 'PATCH'], url: '/', handler: methodNotAllowed });
-  app.route({ method: ['PUT', 'DELETE', 'PATCH'], url: '/:type', handler: methodNotAllowed });
-  app.route({ method: ['POST'], url: '/:type/:id', handler: methodNotAllowed });
-  app.route({
-    method: ['POST', 'PUT', 'DELETE', 'PATCH'],
-    url: '/:type/_history',
-    handler: methodNotAllowed,
-  });
-  app.route({
-    method: ['POST', 'PUT', 'DELETE', 'PATCH'],
-    url: '/:type/:id/_history',
-    handler: methodNotAllowed,
-  });
-  app.route({
-    method: ['POST', 'PUT', 'DELETE', 'PATCH'],
-    url: '/:type/:id/_history/:vid',
-    handler: methodNotAllowed,
-  });
-  app.route({
-    method: ['POST', 'PUT', 'DELETE', 'PATCH'],
-    url: '/metadata',
-    handler: methodNotAllowed,
-    config: { public: true },
-  });
+  const writes = ['POST', 'PUT', 'DELETE', 'PATCH'] as const;
+  const notAllowed: [string, readonly ('POST' | 'PUT' | 'DELETE' | 'PATCH')[]][] = [
+    ['/', ['PUT', 'DELETE', 'PATCH']],
+    ['/:type', ['PUT', 'DELETE', 'PATCH']],
+    ['/:type/:id', ['POST']],
+    ['/:type/_history', writes],
+    ['/:type/:id/_history', writes],
+    ['/:type/:id/_history/:vid', writes],
+    ['/metadata', writes],
+  ];
+  for (const [url, methods] of notAllowed) {
+    app.route({
+      method: [...methods],
+      url,
+      handler: methodNotAllowed,
+      config: { public: url === '/metadata' },
+    });
+  }
 }
