@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claim } from '../../src/jobs/queue.js';
 import { testDatabases } from '../support/db.js';
 import { startTestApp, type TestApp } from '../support/app.js';
-import { ASYNC, downloadOutput, jobIdOf, waitForJob } from '../support/jobs.js';
+import { ASYNC, downloadOutput, jobIdOf, waitForJob, startExport } from '../support/jobs.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -110,14 +110,7 @@ describe.each(testDatabases())('AsyncJob cancel on $name', (database) => {
   });
 
   it('stops a running export within 2 s, deletes its files and publishes no output', async () => {
-    const id = jobIdOf(
-      await t.request({
-        method: 'GET',
-        url: `${t.fhir}/$export?_type=Patient`,
-        token: p.memberToken,
-        headers: ASYNC,
-      }),
-    );
+    const id = await startExport(t, p.memberToken, '_type=Patient');
     // Wait until the worker has written part of the file.
     const until = Date.now() + 10_000;
     while (!fs.existsSync(path.join(filesOf(id), 'Patient.ndjson'))) {

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabases } from '../support/db.js';
 import { startTestApp, type TestApp } from '../support/app.js';
-import { ASYNC, downloadOutput, jobIdOf, waitForJob } from '../support/jobs.js';
+import { ASYNC, downloadOutput, jobIdOf, waitForJob, startExport } from '../support/jobs.js';
 
 describe.each(testDatabases())('bulk export on $name', (database) => {
   let t: TestApp;
@@ -88,14 +88,7 @@ describe.each(testDatabases())('bulk export on $name', (database) => {
   });
 
   it('exports the project (system level) and round-trips stored resources', async () => {
-    const id = jobIdOf(
-      await t.request({
-        method: 'GET',
-        url: `${t.fhir}/$export?_outputFormat=application/fhir%2Bndjson`,
-        token: p.adminToken,
-        headers: ASYNC,
-      }),
-    );
+    const id = await startExport(t, p.adminToken, '_outputFormat=application/fhir%2Bndjson');
     const job = await waitForJob(t, id, p.adminToken);
     expect(job.status).toBe('completed');
     const files = await downloadOutput(t, job, p.adminToken);
@@ -170,14 +163,7 @@ describe.each(testDatabases())('bulk export on $name', (database) => {
   });
 
   it('keeps jobs and files to their project and starter', async () => {
-    const id = jobIdOf(
-      await t.request({
-        method: 'GET',
-        url: `${t.fhir}/$export?_type=Patient`,
-        token: p.memberToken,
-        headers: ASYNC,
-      }),
-    );
+    const id = await startExport(t, p.memberToken, '_type=Patient');
     const job = await waitForJob(t, id, p.memberToken);
     expect(job.status).toBe('completed');
     const url = (job.output?.parameter[0]?.part.find((x) => x.name === 'url')?.valueUri as string).replace(
@@ -196,14 +182,7 @@ describe.each(testDatabases())('bulk export on $name', (database) => {
       expect(cancel.statusCode).toBe(404);
     }
     // The other project's export never contains this project's resources.
-    const oid = jobIdOf(
-      await t.request({
-        method: 'GET',
-        url: `${t.fhir}/$export?_type=Patient`,
-        token: other.adminToken,
-        headers: ASYNC,
-      }),
-    );
+    const oid = await startExport(t, other.adminToken, '_type=Patient');
     const of = await downloadOutput(t, await waitForJob(t, oid, other.adminToken), other.adminToken);
     expect(of.Patient?.map((r) => (r.name as { family: string }[])[0]?.family)).toEqual(['Other']);
   });

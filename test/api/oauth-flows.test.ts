@@ -92,6 +92,15 @@ describe.each(testDatabases())('OAuth flows on $name', (database) => {
       headers: { 'content-type': 'application/json' },
       payload: JSON.stringify(body),
     });
+  /** Alice's password login with an S256 challenge (the usual case); `extra` adds or overrides fields. */
+  const aliceLogin = (p: { challenge: string }, extra: Record<string, unknown> = {}) =>
+    login({
+      email: 'alice@flows.example',
+      password: PASSWORD,
+      codeChallenge: p.challenge,
+      codeChallengeMethod: 'S256',
+      ...extra,
+    });
   const tokenRequest = (fields: Record<string, string>) =>
     t.app.inject({
       method: 'POST',
@@ -310,13 +319,7 @@ describe.each(testDatabases())('OAuth flows on $name', (database) => {
 
     it('selects the membership by projectId and refuses a project the user is not in', async () => {
       const p = pkce();
-      const res = await login({
-        email: 'alice@flows.example',
-        password: PASSWORD,
-        codeChallenge: p.challenge,
-        codeChallengeMethod: 'S256',
-        projectId: other.projectId,
-      });
+      const res = await aliceLogin(p, { projectId: other.projectId });
       expect(res.statusCode).toBe(403);
       const ok = await startLogin({ projectId: project.projectId });
       expect((await exchangeCode(ok.code, ok.verifier)).json().project.reference).toBe(
@@ -361,13 +364,7 @@ describe.each(testDatabases())('OAuth flows on $name', (database) => {
       const mismatch = await exchangeCode(l.code, l.verifier, { client_id: 'another-client' });
       expect(mismatch.json().error).toBe('invalid_grant');
       const p = pkce();
-      const unknown = await login({
-        email: 'alice@flows.example',
-        password: PASSWORD,
-        codeChallenge: p.challenge,
-        codeChallengeMethod: 'S256',
-        clientId: 'no-such-client',
-      });
+      const unknown = await aliceLogin(p, { clientId: 'no-such-client' });
       expect(unknown.statusCode).toBe(400);
     });
   });

@@ -65,3 +65,15 @@ export async function downloadOutput(
   }
   return out;
 }
+
+/** Starts an export (`query` after `$export?`, e.g. `_type=Patient`) and returns the AsyncJob id. */
+export async function startExport(t: TestApp, token: string, query = '', path = '$export'): Promise<string> {
+  return jobIdOf(
+    await t.request({
+      method: 'GET',
+      url: `${t.fhir}/${path}${query ? `?${query}` : ''}`,
+      token,
+      headers: ASYNC,
+    }),
+  );
+}

@@ -119,20 +119,20 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     return send(reply, result);
   });
 
-  app.get<P<{ type: string }>>('/:type/_history', async (req, reply) => {
+  // Type and instance history share one handler: https://hl7.org/fhir/R4/http.html#history
+  const historyHandler = async (
+    req: FastifyRequest<P<{ type: string; id?: string }>>,
+    reply: FastifyReply,
+  ) => {
     assertType(req.params.type);
+    const query = req.query as Record<string, string>;
     return send(
       reply,
-      await history(
-        deps.db,
-        ctx(req),
-        req.params.type,
-        undefined,
-        req.query as Record<string, string>,
-        selfUrl(deps, req),
-      ),
+      await history(deps.db, ctx(req), req.params.type, req.params.id, query, selfUrl(deps, req)),
     );
-  });
+  };
+  app.get<P<{ type: string }>>('/:type/_history', historyHandler);
+  app.get<P<{ type: string; id: string }>>('/:type/:id/_history', historyHandler);
 
   app.get<P<{ type: string; id: string }>>('/:type/:id', async (req, reply) => {
     assertType(req.params.type);
@@ -175,21 +175,6 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
   app.delete<P<{ type: string; id: string }>>('/:type/:id', async (req, reply) => {
     assertType(req.params.type);
     return send(reply, await deleteResource(deps.db, ctx(req), req.params.type, req.params.id));
-  });
-
-  app.get<P<{ type: string; id: string }>>('/:type/:id/_history', async (req, reply) => {
-    assertType(req.params.type);
-    return send(
-      reply,
-      await history(
-        deps.db,
-        ctx(req),
-        req.params.type,
-        req.params.id,
-        req.query as Record<string, string>,
-        selfUrl(deps, req),
-      ),
-    );
   });
 
   app.get<P<{ type: string; id: string; vid: string }>>('/:type/:id/_history/:vid', async (req, reply) => {
