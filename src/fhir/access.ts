@@ -53,6 +53,14 @@ export function assertSuperAdmin(actor: Actor, what: string): void {
 }
 
 /**
+ * AsyncJob search (API.md §5, "the same rule governs AsyncJob search results"): admins and super administrators
+ * search all the jobs they can see (null); anyone else only the jobs it started (their `meta.author`).
+ */
+export function jobSearchAuthor(actor: Actor, caller: string | undefined): string | null {
+  return actor.superAdmin || actor.projectAdmin ? null : (caller ?? '');
+}
+
+/**
  * AsyncJob instances (API.md §5): whoever started the job (its `meta.author`), an admin of its project and a super
  * administrator may read and cancel a job and download its files; to anyone else it does not exist.
  */

@@ -1,7 +1,7 @@
 // A Cinder app on a test database, with the super administrator bootstrapped and helpers to log in.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll } from 'vitest';
-import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { ensureSuperAdmin } from '../../src/auth/bootstrap.js';
 import { loadKeyRing } from '../../src/auth/keys.js';
@@ -42,6 +42,8 @@ export interface TestAppExtras {
   db?: Db;
   /** Cross-instance signals (default: in-process). */
   signals?: Signals;
+  /** The app's (and the job runner's) logger; default none. */
+  logger?: FastifyBaseLogger;
   /** Start a job runner with these options (files under `<dataDir>/files`). */
   jobs?: Partial<Pick<RunnerOptions, 'afterChunk' | 'leaseMs' | 'pollMs' | 'concurrency' | 'maxAttempts'>> & {
     exportPageSize?: number;
@@ -83,6 +85,7 @@ export async function startTestApp(
     cache,
     files,
     ...(extras.clock ? { clock: extras.clock } : {}),
+    ...(extras.logger ? { logger: extras.logger } : {}),
   });
   let runner: JobRunner | undefined;
   if (extras.jobs) {
@@ -93,6 +96,7 @@ export async function startTestApp(
       kinds: defaultKinds(exportPageSize ? { exportPageSize } : {}),
       concurrency: config.jobConcurrency,
       pollMs: 200,
+      ...(extras.logger ? { log: extras.logger } : {}),
       ...runnerOpts,
     });
     runner.start();

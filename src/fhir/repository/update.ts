@@ -1,5 +1,6 @@
 // update (PUT), including update-as-create and version-aware update: https://hl7.org/fhir/R4/http.html#update
 import type { Db, Queryable } from '../../storage/db.js';
+import { assertWrite } from '../access.js';
 import { FhirError } from '../outcome.js';
 import type { FhirResult } from '../result.js';
 import type { Resource } from '../types.js';
@@ -56,6 +57,8 @@ export async function updateInTx(
   input: Resource,
   ifMatch?: string,
 ): Promise<FhirResult> {
+  // Before any lookup, as patch and delete do: whether the id exists elsewhere must not change the answer.
+  assertWrite(ctx.actor, resourceType);
   assertId(id);
   if (input.id !== id) {
     throw new FhirError(
