@@ -284,7 +284,7 @@ describe.each(testDatabases())('hostile input on $name', (database) => {
       runs(300),
     );
     // Enough of them got past parsing to reach the SQL.
-    expect(answers[200] ?? 0, JSON.stringify(answers)).toBeGreaterThan(60);
+    expect(answers[200] ?? 0, JSON.stringify(answers)).toBeGreaterThan(20);
     await unchanged();
   });
 

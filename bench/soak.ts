@@ -1,0 +1,435 @@
+// npm run soak: a Cinder server (its own process, on PostgreSQL) under mixed load for SOAK_SECONDS (default 300) from
+// SOAK_CONNECTIONS (default 50) concurrent clients: reads, searches, creates, updates, transaction Bundles, userinfo
+// and reads with an external identity provider's token, and bulk exports that are mostly cancelled. Every
+// acknowledged create is recorded; at the end each must be readable and the server's count must match (no lost and
+// no duplicated writes), no answer may be a 5xx, and every export must have reached a final status. Prints p50/p99
+// per operation and the server's RSS every 10 s; exits non-zero when a check fails.
+import { execSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { families, makePatient } from './patients.js';
+import { startMockIdp } from '../test/support/mock-idp.js';
+import { login, startServer, type RunningServer } from './server.js';
+
+const SECONDS = Number(process.env.SOAK_SECONDS ?? 300);
+const CONNECTIONS = Number(process.env.SOAK_CONNECTIONS ?? 50);
+const RSS_EVERY_MS = 10_000;
+const FHIR_JSON = 'application/fhir+json';
+
+interface Ctx {
+  base: string;
+  fhir: string;
+  auth: string;
+  external: string;
+  /** Ids of every acknowledged create, in order. */
+  created: string[];
+  /** Export jobs started, and what was asked of them. */
+  exports: { id: string; cancelled: boolean }[];
+  n: number;
+}
+
+interface Stat {
+  latencies: number[];
+  /** Answers whose status was not one the operation expects (5xx counted separately too). */
+  unexpected: number;
+  serverErrors: number;
+  networkErrors: number;
+  samples: string[];
+}
+
+const stats = new Map<string, Stat>();
+function stat(op: string): Stat {
+  let s = stats.get(op);
+  if (!s)
+    stats.set(op, (s = { latencies: [], unexpected: 0, serverErrors: 0, networkErrors: 0, samples: [] }));
+  return s;
+}
+
+/** One timed HTTP call, counted under `op`; `ok` lists the statuses the operation expects. */
+async function call(
+  op: string,
+  ok: number[],
+  url: string,
+  init: RequestInit & { headers?: Record<string, string> },
+): Promise<{ status: number; body: string } | undefined> {
+  const s = stat(op);
+  const started = performance.now();
+  try {
+    const res = await fetch(url, init);
+    const body = await res.text();
+    s.latencies.push(performance.now() - started);
+    if (res.status >= 500) s.serverErrors++;
+    if (!ok.includes(res.status)) {
+      s.unexpected++;
+      if (s.samples.length < 3)
+        s.samples.push(`${init.method ?? 'GET'} ${url} → ${res.status} ${body.slice(0, 200)}`);
+    }
+    return { status: res.status, body };
+  } catch (err) {
+    s.networkErrors++;
+    if (s.samples.length < 3) s.samples.push(`${url}: ${(err as Error).message}`);
+    return undefined;
+  }
+}
+
+const pick = <T>(xs: readonly T[]): T => xs[Math.floor(Math.random() * xs.length)] as T;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const json = (ctx: Ctx, token = ctx.auth) => ({
+  authorization: `Bearer ${token}`,
+  'content-type': FHIR_JSON,
+});
+
+/** The operations of the mix: name, weight, and one iteration. Further operations ($csv, issue 5) add a row. */
+const OPERATIONS: { name: string; weight: number; run: (ctx: Ctx) => Promise<void> }[] = [
+  {
+    name: 'read',
+    weight: 30,
+    run: async (ctx) => {
+      await call('read', [200], `${ctx.fhir}/Patient/${pick(ctx.created)}`, { headers: json(ctx) });
+    },
+  },
+  {
+    name: 'search',
+    weight: 18,
+    run: async (ctx) => {
+      const q = `family=${encodeURIComponent(pick(families()))}&_count=20`;
+      await call('search', [200], `${ctx.fhir}/Patient?${q}`, { headers: json(ctx) });
+    },
+  },
+  {
+    name: 'create',
+    weight: 15,
+    run: async (ctx) => {
+      const res = await call('create', [201], `${ctx.fhir}/Patient`, {
+        method: 'POST',
+        headers: json(ctx),
+        body: JSON.stringify(makePatient(ctx.n++)),
+      });
+      if (res?.status === 201) ctx.created.push((JSON.parse(res.body) as { id: string }).id);
+    },
+  },
+  {
+    name: 'update',
+    weight: 10,
+    run: async (ctx) => {
+      const id = pick(ctx.created);
+      await call('update', [200], `${ctx.fhir}/Patient/${id}`, {
+        method: 'PUT',
+        headers: json(ctx),
+        body: JSON.stringify({ ...makePatient(ctx.n++), id }),
+      });
+    },
+  },
+  {
+    name: 'transaction (5 creates)',
+    weight: 5,
+    run: async (ctx) => {
+      const entry = Array.from({ length: 5 }, () => ({
+        fullUrl: `urn:uuid:${crypto.randomUUID()}`,
+        resource: makePatient(ctx.n++),
+        request: { method: 'POST', url: 'Patient' },
+      }));
+      const res = await call('transaction (5 creates)', [200], ctx.fhir, {
+        method: 'POST',
+        headers: json(ctx),
+        body: JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry }),
+      });
+      if (res?.status !== 200) return;
+      for (const e of (JSON.parse(res.body) as { entry: { response: { location: string } }[] }).entry)
+        ctx.created.push(e.response.location.split('/')[1] as string);
+    },
+  },
+  {
+    name: 'userinfo (external token)',
+    weight: 8,
+    run: async (ctx) => {
+      await call('userinfo (external token)', [200], `${ctx.base}oauth2/userinfo`, {
+        headers: { authorization: `Bearer ${ctx.external}` },
+      });
+    },
+  },
+  {
+    name: 'read (external token)',
+    weight: 6,
+    run: async (ctx) => {
+      await call('read (external token)', [200], `${ctx.fhir}/Patient/${pick(ctx.created)}`, {
+        headers: { authorization: `Bearer ${ctx.external}` },
+      });
+    },
+  },
+  {
+    name: 'export + cancel',
+    weight: 1,
+    run: async (ctx) => {
+      const kick = await call('export kick-off', [202], `${ctx.fhir}/Patient/$export?_type=Patient`, {
+        headers: { ...json(ctx), prefer: 'respond-async' },
+      });
+      if (kick?.status !== 202) return;
+      const id = (JSON.parse(kick.body) as { issue: { details: { text: string } }[] }).issue[0]?.details.text
+        .split('/')
+        .pop() as string;
+      // Three in four are cancelled after a moment; the rest run to the end and a file is fetched.
+      const cancel = Math.random() < 0.75;
+      ctx.exports.push({ id, cancelled: cancel });
+      if (cancel) {
+        await sleep(Math.random() * 500);
+        await call('export $cancel', [200, 400], `${ctx.fhir}/AsyncJob/${id}/$cancel`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${ctx.auth}` },
+        });
+        return;
+      }
+      for (let i = 0; i < 600; i++) {
+        const res = await call('export status', [200, 202], `${ctx.fhir}/AsyncJob/${id}`, {
+          headers: json(ctx),
+        });
+        if (res?.status === 200) {
+          const url = (
+            JSON.parse(res.body) as { output?: { parameter: { part: { valueUri?: string }[] }[] } }
+          ).output?.parameter[0]?.part.find((p) => p.valueUri)?.valueUri;
+          if (url) await call('export file', [200], url, { headers: json(ctx) });
+          return;
+        }
+        await sleep(500);
+      }
+    },
+  },
+];
+
+const TOTAL_WEIGHT = OPERATIONS.reduce((n, o) => n + o.weight, 0);
+function chooseOperation(): (typeof OPERATIONS)[number] {
+  let r = Math.random() * TOTAL_WEIGHT;
+  for (const o of OPERATIONS) if ((r -= o.weight) < 0) return o;
+  return OPERATIONS[0] as (typeof OPERATIONS)[number];
+}
+
+const percentile = (xs: number[], p: number): number => {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] as number;
+};
+
+function rssMb(pid: number): number {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Math.round(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024);
+}
+
+/** A project with an admin client, an external user in it, and 200 Patients to start from. */
+async function setUp(base: string, idpToken: (sub: string) => Promise<string>): Promise<Ctx> {
+  const fhir = `${base}fhir/R4`;
+  const admin = await login(base);
+  const post = async (
+    url: string,
+    body: unknown,
+    token = admin,
+    type = FHIR_JSON,
+  ): Promise<Record<string, unknown>> => {
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': type },
+      body: JSON.stringify(body),
+    });
+    if (!res.ok) throw new Error(`set-up ${url} failed: ${res.status} ${await res.text()}`);
+    return (await res.json()) as Record<string, unknown>;
+  };
+  const project = await post(`${fhir}/Project`, { resourceType: 'Project', name: 'Soak' });
+  const secret = `soak-${crypto.randomUUID()}`;
+  const client = await post(`${fhir}/ClientApplication`, {
+    resourceType: 'ClientApplication',
+    name: 'soak',
+    secret,
+    meta: { project: project.id },
+  });
+  await post(`${fhir}/ProjectMembership`, {
+    resourceType: 'ProjectMembership',
+    meta: { project: project.id },
+    project: { reference: `Project/${project.id as string}` },
+    user: { reference: `ClientApplication/${client.id as string}` },
+    profile: { reference: `ClientApplication/${client.id as string}` },
+    admin: true,
+  });
+  const tokenRes = await fetch(`${base}oauth2/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({
+      grant_type: 'client_credentials',
+      client_id: client.id as string,
+      client_secret: secret,
+    }),
+  });
+  const auth = ((await tokenRes.json()) as { access_token: string }).access_token;
+  await post(
+    `${base}admin/projects/${project.id as string}/invite`,
+    { resourceType: 'Practitioner', firstName: 'Soak', lastName: 'External', externalId: 'soak|external' },
+    auth,
+    'application/json',
+  );
+  const ctx: Ctx = {
+    base,
+    fhir,
+    auth,
+    external: await idpToken('soak|external'),
+    created: [],
+    exports: [],
+    n: 0,
+  };
+  const entry = Array.from({ length: 200 }, () => ({
+    resource: makePatient(ctx.n++),
+    request: { method: 'POST', url: 'Patient' },
+  }));
+  const batch = await post(fhir, { resourceType: 'Bundle', type: 'batch', entry }, auth);
+  for (const e of batch.entry as { response: { location: string } }[])
+    ctx.created.push(e.response.location.split('/')[1] as string);
+  return ctx;
+}
+
+/** The checks after the load: returns the failures. */
+async function verify(ctx: Ctx): Promise<string[]> {
+  const failures: string[] = [];
+  const unique = new Set(ctx.created);
+  if (unique.size !== ctx.created.length)
+    failures.push(`${ctx.created.length - unique.size} acknowledged creates share an id`);
+  const ids = [...unique];
+  let missing = 0;
+  for (let i = 0; i < ids.length; i += 100) {
+    const chunk = ids.slice(i, i + 100);
+    const res = await fetch(`${ctx.fhir}/Patient?_id=${chunk.join(',')}&_count=100&_elements=id`, {
+      headers: json(ctx),
+    });
+    const found = new Set(
+      ((await res.json()) as { entry?: { resource: { id: string } }[] }).entry?.map((e) => e.resource.id),
+    );
+    missing += chunk.filter((id) => !found.has(id)).length;
+  }
+  if (missing > 0) failures.push(`${missing} acknowledged creates are not readable`);
+  const count = (await (
+    await fetch(`${ctx.fhir}/Patient?_summary=count`, { headers: json(ctx) })
+  ).json()) as {
+    total: number;
+  };
+  if (count.total !== ids.length)
+    failures.push(`the server counts ${count.total} Patients, ${ids.length} creates were acknowledged`);
+  // Every export reached a final status: cancelled ones (when the cancel came in time) without output.
+  const until = Date.now() + 60_000;
+  for (const e of ctx.exports) {
+    for (;;) {
+      const res = await fetch(`${ctx.fhir}/AsyncJob/${e.id}`, { headers: json(ctx) });
+      const job = (await res.json()) as { status: string; output?: unknown };
+      if (res.status === 200) {
+        if (job.status === 'cancelled' && job.output !== undefined)
+          failures.push(`cancelled export ${e.id} has output`);
+        if (!['cancelled', 'completed'].includes(job.status))
+          failures.push(`export ${e.id} ended ${job.status}`);
+        if (!e.cancelled && job.status !== 'completed') failures.push(`export ${e.id} ended ${job.status}`);
+        break;
+      }
+      if (Date.now() > until) {
+        failures.push(`export ${e.id} still ${job.status} a minute after the load`);
+        break;
+      }
+      await sleep(500);
+    }
+  }
+  for (const [op, s] of stats) {
+    if (s.serverErrors) failures.push(`${op}: ${s.serverErrors} answers were 5xx`);
+    if (s.networkErrors) failures.push(`${op}: ${s.networkErrors} requests failed`);
+    if (s.unexpected)
+      failures.push(`${op}: ${s.unexpected} unexpected answers, e.g. ${s.samples.join(' | ')}`);
+  }
+  return failures;
+}
+
+async function createDatabase(): Promise<string> {
+  const adminUrl =
+    process.env.SOAK_DATABASE_URL ??
+    process.env.BENCH_DATABASE_URL ??
+    'postgres://postgres@127.0.0.1:5432/postgres';
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await client.query('DROP DATABASE IF EXISTS cinder_soak WITH (FORCE)');
+    await client.query('CREATE DATABASE cinder_soak');
+  } finally {
+    await client.end();
+  }
+  const u = new URL(adminUrl);
+  u.pathname = '/cinder_soak';
+  return u.toString();
+}
+
+async function main(): Promise<void> {
+  execSync('npm run build', { stdio: 'inherit' });
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-soak-'));
+  const idp = await startMockIdp();
+  let server: RunningServer | undefined;
+  const rss: { t: number; mb: number }[] = [];
+  let failures: string[] = [];
+  try {
+    server = await startServer(
+      {
+        DATABASE_URL: await createDatabase(),
+        DATA_DIR: path.join(work, 'data'),
+        ...(process.env.SOAK_REDIS_URL ? { REDIS_URL: process.env.SOAK_REDIS_URL } : {}),
+      },
+      work,
+      { externalAuthProviders: [{ issuer: idp.issuer, userInfoUrl: idp.userInfoUrl }] },
+    );
+    const pid = server.pid;
+    const ctx = await setUp(server.base, (sub) => idp.token({ sub }, { lifetime: SECONDS + 3600 }));
+    console.log(`soak: ${SECONDS} s, ${CONNECTIONS} connections, server pid ${pid}`);
+    const started = Date.now();
+    const deadline = started + SECONDS * 1000;
+    rss.push({ t: 0, mb: rssMb(pid) });
+    const sampler = setInterval(() => {
+      const t = Math.round((Date.now() - started) / 1000);
+      rss.push({ t, mb: rssMb(pid) });
+      const done = [...stats.values()].reduce((n, s) => n + s.latencies.length, 0);
+      console.log(`  ${t} s: ${done} requests, ${ctx.created.length} Patients, RSS ${rss.at(-1)?.mb} MB`);
+    }, RSS_EVERY_MS);
+    await Promise.all(
+      Array.from({ length: CONNECTIONS }, async () => {
+        while (Date.now() < deadline) await chooseOperation().run(ctx);
+      }),
+    );
+    clearInterval(sampler);
+    const elapsed = (Date.now() - started) / 1000;
+    rss.push({ t: Math.round(elapsed), mb: rssMb(pid) });
+    failures = await verify(ctx);
+    const total = [...stats.values()].reduce((n, s) => n + s.latencies.length, 0);
+    console.log(
+      `\nCinder soak on PostgreSQL: ${SECONDS} s, ${CONNECTIONS} connections, ${total} requests (${Math.round(total / elapsed)}/s), ` +
+        `${ctx.created.length} acknowledged creates, ${ctx.exports.length} exports (${ctx.exports.filter((e) => e.cancelled).length} cancelled), ` +
+        `${os.cpus().length} CPUs, Node ${process.version}\n`,
+    );
+    console.table(
+      [...stats.entries()].map(([op, s]) => ({
+        operation: op,
+        requests: s.latencies.length,
+        'p50 ms': Number(percentile(s.latencies, 50).toFixed(1)),
+        'p99 ms': Number(percentile(s.latencies, 99).toFixed(1)),
+        'max ms': Number(Math.max(...s.latencies).toFixed(1)),
+        '5xx': s.serverErrors,
+        'other unexpected': s.unexpected - s.serverErrors + s.networkErrors,
+      })),
+    );
+    console.log('Server RSS (MB) every 10 s:');
+    console.log(rss.map((r) => `${r.t}s ${r.mb}`).join(', '));
+    console.log(`Server peak RSS (VmHWM): ${server.peakRssMb()} MB`);
+  } finally {
+    await server?.stop();
+    await idp.close();
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+  if (failures.length) {
+    console.error(`\nSOAK FAILED:\n- ${failures.join('\n- ')}`);
+    process.exit(1);
+  }
+  console.log('\nSoak passed: no 5xx, every acknowledged create readable, counts match, every export final.');
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
