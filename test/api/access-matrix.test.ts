@@ -73,7 +73,10 @@ const POLICY = {
   'PUT ClientApplication/:id':         [...UNAUTH,                  403,    200,     404,       200,   403],
   'DELETE ClientApplication/:id':      [...UNAUTH,                  403,    200,     404,       200,   403],
   'GET ProjectMembership/:id':         [...UNAUTH,                  200,    200,     404,       200,   200],
-  'POST ProjectMembership':            [...UNAUTH,                  403,    201,     201,       201,   403],
+  // A membership of project A (meta.project A): only A's admins and the super admin may make one; a membership
+  // stored in the caller's own project must not name project A (400 for the super admin too: it would be theirs).
+  'POST ProjectMembership (in A)':     [...UNAUTH,                  403,    201,     403,       201,   403],
+  'POST ProjectMembership naming A':   [...UNAUTH,                  403,    201,     400,       400,   403],
   'PUT ProjectMembership/:id (admin)': [...UNAUTH,                  403,    200,     404,       200,   403],
   'PATCH ProjectMembership/:id':       [...UNAUTH,                  403,    200,     404,       200,   403],
   'GET User/:id':                      [...UNAUTH,                  200,    200,     404,       200,   200],
@@ -295,19 +298,19 @@ describe('access matrix', () => {
       url: `ProjectMembership/${f.memberMembership}`,
       target: { type: 'ProjectMembership', id: f.memberMembership },
     }),
-    'POST ProjectMembership': async () => {
-      const profile = await fresh({ resourceType: 'Practitioner' });
-      return {
-        method: 'POST',
-        url: 'ProjectMembership',
-        payload: {
-          resourceType: 'ProjectMembership',
-          project: { reference: `Project/${f.a.projectId}` },
-          user: { reference: `Practitioner/${profile}` },
-          profile: { reference: `Practitioner/${profile}` },
-        },
-      };
-    },
+    'POST ProjectMembership (in A)': async () => ({
+      method: 'POST',
+      url: 'ProjectMembership',
+      payload: {
+        ...membership(f.a.projectId, await fresh({ resourceType: 'Practitioner' })),
+        meta: { project: f.a.projectId },
+      },
+    }),
+    'POST ProjectMembership naming A': async () => ({
+      method: 'POST',
+      url: 'ProjectMembership',
+      payload: membership(f.a.projectId, await fresh({ resourceType: 'Practitioner' })),
+    }),
     // The member's own membership, made admin: the escalation the policy must refuse.
     'PUT ProjectMembership/:id (admin)': async () => {
       const id = await fresh(membership(f.a.projectId, await fresh({ resourceType: 'Practitioner' })));

@@ -55,6 +55,20 @@ function targetProject(ctx: RepoContext, resource: Resource, id: string, existin
   });
 }
 
+/** A ProjectMembership names the project it is stored in: another project's admin cannot make one that claims it. */
+function assertMembershipProject(resource: Resource, projectId: string): void {
+  if (resource.resourceType !== 'ProjectMembership') return;
+  const ref = (resource.project as { reference?: unknown } | undefined)?.reference;
+  if (ref !== undefined && ref !== `Project/${projectId}`) {
+    throw new FhirError(
+      'invalid',
+      `ProjectMembership.project must be Project/${projectId}, the project it belongs to`,
+      'rest.membership-project',
+      { expression: ['ProjectMembership.project'] },
+    );
+  }
+}
+
 /**
  * Checks and stamps a resource about to become version `versionId` of `id`.
  * `existingProject` is given for updates: a resource never moves between projects.
@@ -70,6 +84,7 @@ export function prepareWrite(
   assertWrite(ctx.actor, input.resourceType);
   assertId(id);
   const projectId = targetProject(ctx, input, id, existingProject);
+  assertMembershipProject(input, projectId);
   const { resource: clean, secrets, revealed } = extractSecrets(input, versionId === 1);
   const meta: Record<string, unknown> = { ...(clean.meta ?? {}) };
   delete meta.versionId;
