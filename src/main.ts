@@ -106,8 +106,10 @@ async function main(): Promise<void> {
   const runner = createJobRunner({
     env: { db, files, fhirBase, clock: () => new Date(), newId: randomUUID },
     signals,
-    kinds: defaultKinds(),
+    kinds: defaultKinds({ exportPageSize: config.exportPageSize }),
     concurrency: config.jobConcurrency,
+    leaseMs: config.jobLeaseSeconds * 1000,
+    pauseMs: config.jobPauseMs,
     log,
   });
   let stopping = false;
