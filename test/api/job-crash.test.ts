@@ -22,7 +22,7 @@ describe('an export interrupted by SIGKILL', () => {
     const base = `http://127.0.0.1:${port}`;
     const configFile = path.join(dataDir, 'cinder.json');
     fs.writeFileSync(configFile, JSON.stringify({ admin: { clientId: CLIENT, clientSecret: SECRET } }));
-    // Small pages and a pause after each chunk keep the export running long enough to be killed mid-way.
+    // Small pages (ten per chunk) and a pause after each chunk keep the export running long enough to be killed mid-way.
     const env = {
       CINDER_CONFIG: configFile,
       DATA_DIR: dataDir,
@@ -31,7 +31,7 @@ describe('an export interrupted by SIGKILL', () => {
       LOG_LEVEL: 'warn',
       JOB_LEASE_SECONDS: '2',
       JOB_PAUSE_MS: '100',
-      EXPORT_PAGE_SIZE: '10',
+      EXPORT_PAGE_SIZE: '2',
     };
     const first = startServer(env);
     await waitHealthy(port, first.child);
