@@ -1,7 +1,7 @@
 // The one place that turns a FHIR result (or error) into an HTTP response.
 import type { FastifyReply } from 'fastify';
 import { FhirError, type OperationOutcome } from '../fhir/outcome.js';
-import { RawJson, type FhirResult } from '../fhir/result.js';
+import { RawJson, RawText, type FhirResult } from '../fhir/result.js';
 
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
@@ -15,6 +15,7 @@ export function sendResult(reply: FastifyReply, result: FhirResult, fhirBase: st
   }
   for (const [k, v] of Object.entries(result.headers ?? {})) reply.header(k, v);
   if (result.body === null) return reply.send();
+  if (result.body instanceof RawText) return reply.type(result.body.contentType).send(result.body.text);
   reply.type(FHIR_JSON);
   return reply.send(result.body instanceof RawJson ? result.body.text : JSON.stringify(result.body));
 }
