@@ -106,7 +106,7 @@ async function main(): Promise<void> {
   const runner = createJobRunner({
     env: { db, files, fhirBase, clock: () => new Date(), newId: randomUUID },
     signals,
-    kinds: defaultKinds({ export: { pageSize: config.exportPageSize } }),
+    kinds: defaultKinds({ export: { pageSize: config.exportPageSize, log } }),
     concurrency: config.jobConcurrency,
     leaseMs: config.jobLeaseSeconds * 1000,
     pauseMs: config.jobPauseMs,

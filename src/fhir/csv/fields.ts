@@ -81,7 +81,10 @@ function fastField(expression: string, resourceType: string): FieldEvaluator | u
   };
 }
 
-type Compiled = (resource: unknown) => unknown[];
+type Compiled = (resource: unknown, env: Record<string, unknown>) => unknown[];
+
+/** `%resource` and `%rootResource` (https://hl7.org/fhir/R4/fhirpath.html#variables): the exported resource. */
+const envOf = (resource: unknown): Record<string, unknown> => ({ resource, rootResource: resource });
 
 function fhirpathField(entry: string, expression: string, resourceType: string): FieldEvaluator {
   let compiled: Compiled;
@@ -93,12 +96,13 @@ function fhirpathField(entry: string, expression: string, resourceType: string):
   // Unknown functions and environment variables only fail when run: a resource without data tells them apart
   // from failures that depend on a resource's values (e.g. `substring` of several given names).
   try {
-    compiled({ resourceType });
+    const empty = { resourceType };
+    compiled(empty, envOf(empty));
   } catch (err) {
     throw invalid(entry, (err as Error).message);
   }
   return (resource) => {
-    for (const item of compiled(resource)) {
+    for (const item of compiled(resource, envOf(resource))) {
       const value = (fhirpath.resolveInternalTypes([item]) as unknown[])[0];
       if (value === undefined || value === null) continue;
       const type = systemTypeName(fhirpath.types([item])[0]);

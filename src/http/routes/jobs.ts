@@ -89,8 +89,8 @@ export function jobRoutes(app: FastifyInstance, deps: JobRouteDeps): void {
     return send(reply, { ...r, status: 202 });
   });
   app.get<P<{ id: string; file: string }>>('/AsyncJob/:id/output/:file', async (req, reply) => {
-    const stream = await openJobOutput(db, deps.files, ctx(req), req.params.id, req.params.file);
-    return reply.type('application/fhir+ndjson').send(stream);
+    const file = await openJobOutput(db, deps.files, ctx(req), req.params.id, req.params.file);
+    return reply.type(file.contentType).send(file.stream);
   });
   // $cancel accepts an empty body whatever its Content-Type (API.md §5): a catch-all parser in this scope only.
   void app.register(async (scope) => {
