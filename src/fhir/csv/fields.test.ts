@@ -106,6 +106,25 @@ describe('compileField', () => {
     });
   });
 
+  it('knows the top-level elements a fast path entry reads (storage sends only those)', () => {
+    expect(compileField('Patient', 'name').keys).toEqual(['name']);
+    expect(compileField('Patient', 'phone').keys).toEqual(['telecom']);
+    expect(compileField('Patient', 'Patient.name[0].given').keys).toEqual(['name']);
+    expect(compileField('Patient', 'multipleBirth').keys).toEqual([
+      'multipleBirthBoolean',
+      'multipleBirthInteger',
+    ]);
+    expect(compileField('Observation', 'value-quantity').keys).toContain('valueQuantity');
+    for (const entry of ['name.given.first()', "'x'", 'Patient', 'deceased'])
+      expect(compileField('Patient', entry).keys).toBeUndefined();
+    const omit = csvTable('Patient', 'name,gender,phone').omit;
+    expect(omit).toEqual(
+      expect.arrayContaining(['resourceType', 'meta', 'address', '_birthDate', 'deceasedBoolean']),
+    );
+    for (const k of ['id', 'name', 'gender', 'telecom']) expect(omit).not.toContain(k);
+    expect(csvTable('Patient', 'name,name.count()').omit).toBeUndefined();
+  });
+
   it('an entry that does not parse, or calls an unknown function, is a 400', () => {
     for (const entry of ['name.', 'name given', 'substring(', '', 'name.nope()', '%undefinedVariable']) {
       const err = errorOf(() => compileField('Patient', entry));

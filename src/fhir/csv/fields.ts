@@ -11,7 +11,8 @@ import fhirpath from 'fhirpath';
 import r4 from 'fhirpath/fhir-context/r4';
 import { FhirError } from '../outcome.js';
 import { FHIRPATH_OPTIONS, systemTypeName, withOfType } from '../search/extract.js';
-import { compileFastPart, type Evaluator } from '../search/fast-path.js';
+import { compileFastPart, parseFastPath, type Evaluator } from '../search/fast-path.js';
+import { elementInfo, suffixOf } from '../search/model.js';
 import { getSearchParam, splitUnion } from '../search/registry.js';
 import type { CellValue } from './cells.js';
 
@@ -24,6 +25,11 @@ export interface CompiledField {
   /** The FHIRPath evaluated: the entry itself, or the search parameter's expression for this type. */
   expression: string;
   evaluate: FieldEvaluator;
+  /**
+   * The top-level JSON properties the entry reads (`name`; `deceasedBoolean`, `deceasedDateTime` for a choice), so
+   * that storage may send only those; undefined when it may read anything (FHIRPath beyond the fast path).
+   */
+  keys?: string[];
 }
 
 /** Splits `_fields` on commas outside parentheses and quotes (`'...'`, `"..."`, `` `...` ``); entries are trimmed. */
@@ -56,29 +62,41 @@ const invalid = (entry: string, why: string): FhirError =>
     'csv.fhirpath',
   );
 
-/** The first value of fast path results. */
-function firstOf(ev: Evaluator): FieldEvaluator {
-  return (resource) => ev(resource)[0];
-}
+/** A union part of an entry as the fast path reads it: `name.given` means `Patient.name.given` on a Patient. */
+const rooted = (part: string, resourceType: string): string =>
+  /^[a-z]/.test(part) ? `${resourceType}.${part}` : part;
 
 /** The fast path of all union parts of `expression`, or undefined when one part is outside it. */
-function fastField(expression: string, resourceType: string): FieldEvaluator | undefined {
-  const parts = splitUnion(expression).map((p) =>
-    // `name.given` means `Patient.name.given` on a Patient (FHIRPath evaluates against the resource).
-    /^[a-z]/.test(p)
-      ? compileFastPart(`${resourceType}.${p}`, resourceType)
-      : compileFastPart(p, resourceType),
-  );
-  if (parts.length === 0 || parts.some((p) => p === undefined)) return undefined;
-  const evs = parts as Evaluator[];
-  if (evs.length === 1) return firstOf(evs[0] as Evaluator);
-  return (resource) => {
-    for (const ev of evs) {
+function fastField(
+  expression: string,
+  resourceType: string,
+): Pick<CompiledField, 'evaluate' | 'keys'> | undefined {
+  const parts = splitUnion(expression).map((p) => rooted(p, resourceType));
+  const evs = parts.map((p) => compileFastPart(p, resourceType));
+  if (evs.length === 0 || evs.some((p) => p === undefined)) return undefined;
+  const keys = keysOf(parts, resourceType);
+  const evaluate: FieldEvaluator = (resource) => {
+    for (const ev of evs as Evaluator[]) {
       const v = ev(resource)[0];
       if (v !== undefined) return v;
     }
     return undefined;
   };
+  return keys ? { evaluate, keys } : { evaluate };
+}
+
+/** The top-level properties fast path parts start with; undefined when one reads the whole resource. */
+function keysOf(parts: string[], resourceType: string): string[] | undefined {
+  const keys: string[] = [];
+  for (const part of parts) {
+    const first = parseFastPath(part)?.steps[0];
+    if (first?.kind !== 'field') return undefined;
+    const info = elementInfo(resourceType, first.name);
+    if (!info) return undefined;
+    if (info.choice) keys.push(...info.types.map((t) => first.name + suffixOf(t)));
+    else keys.push(first.name);
+  }
+  return keys;
 }
 
 type Compiled = (resource: unknown, env: Record<string, unknown>) => unknown[];
@@ -121,12 +139,15 @@ export function compileField(resourceType: string, entry: string): CompiledField
   const param = getSearchParam(resourceType, entry);
   if (param) {
     const expression = param.expression;
-    const evaluate =
-      fastField(expression, resourceType) ?? fhirpathField(entry, withOfType(expression), resourceType);
-    return { entry, expression, evaluate };
+    const fast = fastField(expression, resourceType);
+    return fast
+      ? { entry, expression, ...fast }
+      : { entry, expression, evaluate: fhirpathField(entry, withOfType(expression), resourceType) };
   }
   if (entry === '') throw invalid(entry, 'empty entry');
   // `as` over several values is an error in FHIRPath; the fast path would read it as ofType, so leave it to fhirpath.
   const fast = /\bas\b/.test(entry) ? undefined : fastField(entry, resourceType);
-  return { entry, expression: entry, evaluate: fast ?? fhirpathField(entry, entry, resourceType) };
+  return fast
+    ? { entry, expression: entry, ...fast }
+    : { entry, expression: entry, evaluate: fhirpathField(entry, entry, resourceType) };
 }

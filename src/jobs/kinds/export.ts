@@ -7,6 +7,7 @@
 // Patient (to one of the Group's Patients for Group/<id>/$export).
 import type { Queryable } from '../../storage/db.js';
 import { csvTable, type CellFailure } from '../../fhir/csv/table.js';
+import { contentJson } from '../../fhir/search/sql.js';
 import type { Resource } from '../../fhir/types.js';
 import type { JobEnv, JobKind, StepResult } from '../kind.js';
 import type { JobRow } from '../queue.js';
@@ -48,6 +49,8 @@ interface FileFormat {
   ext: 'ndjson' | 'csv';
   /** Written when a type's file begins (CSV: BOM and header row), so that a type without rows has a file too. */
   head?: string;
+  /** CSV: top-level properties left in storage (see SearchRequest.omit). */
+  omit?: readonly string[];
   text(rows: readonly { json: string }[]): string;
   failures(): { count: number; first: CellFailure } | undefined;
 }
@@ -64,6 +67,7 @@ function fileFormat(p: ExportParams): FileFormat {
   return {
     ext: 'csv',
     head: table.head,
+    ...(table.omit ? { omit: table.omit } : {}),
     text: (rows) => rows.map((r) => table.row(r.json)).join(''),
     failures: table.failures,
   };
@@ -78,6 +82,7 @@ function pageQuery(
   type: string,
   after: number,
   limit: number,
+  omit: readonly string[] | undefined,
 ): { text: string; values: unknown[] } {
   const values: unknown[] = [type, after, limit];
   const conds = ['r.resource_type = $1', 'NOT r.deleted', 'r.rid > $2'];
@@ -94,13 +99,20 @@ function pageQuery(
     conds.push(`EXISTS (SELECT 1 FROM sp_reference s WHERE s.rid = r.rid AND s.target_type = 'Patient')`);
   }
   return {
-    text: `SELECT r.rid, r.content::text AS json FROM resources r WHERE ${conds.join(' AND ')} ORDER BY r.rid LIMIT $3`,
+    text: `SELECT r.rid, ${contentJson('r', omit, (v) => `$${values.push(v)}`)} AS json FROM resources r WHERE ${conds.join(' AND ')} ORDER BY r.rid LIMIT $3`,
     values,
   };
 }
 
-async function page(db: Queryable, p: ExportParams, type: string, after: number, limit: number) {
-  const q = pageQuery(p, type, after, limit);
+async function page(
+  db: Queryable,
+  p: ExportParams,
+  type: string,
+  after: number,
+  limit: number,
+  omit?: readonly string[],
+) {
+  const q = pageQuery(p, type, after, limit, omit);
   return (await db.query<{ rid: number; json: string }>(q.text, q.values)).rows;
 }
 
@@ -151,7 +163,7 @@ export function exportKind(opts: ExportKindOptions = {}): JobKind<ExportState> {
       const format = fileFormat(p);
       const until = Date.now() + stepMs;
       const read = (): Promise<{ rid: number; json: string }[]> =>
-        page(env.db, p, p.types[s.ti] as string, s.after, pageSize);
+        page(env.db, p, p.types[s.ti] as string, s.after, pageSize, format.omit);
       let pending = s.ti < p.types.length ? read() : undefined;
       for (let pages = 1; pending; pages++) {
         const type = p.types[s.ti] as string;
