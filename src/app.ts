@@ -88,8 +88,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         }
       : {}),
   };
+  // Once close() has begun (SIGTERM), responses of the requests still in flight end their connections: a kept-alive
+  // connection would otherwise hold close() open until the client drops it (Fastify keeps them 72 s).
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    if (closing) reply.header('connection', 'close');
     if (
       request.method !== 'GET' &&
       request.method !== 'HEAD' &&
