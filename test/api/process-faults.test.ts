@@ -11,6 +11,7 @@ import { claim } from '../../src/jobs/queue.js';
 import type { Db } from '../../src/storage/db.js';
 import { openPglite } from '../../src/storage/pglite.js';
 import { openPostgres } from '../../src/storage/postgres.js';
+import { startTcpProxy } from '../support/tcp-proxy.js';
 import {
   clientToken,
   exited,
@@ -139,22 +140,26 @@ describe.skipIf(!PG_URL)('the server process on PostgreSQL', () => {
   });
 
   /** The server's URL: our schema, and an application_name that finds its connections in pg_stat_activity. */
-  const serverUrl = () => {
-    const u = new URL(url);
+  const serverUrl = (base = url) => {
+    const u = new URL(base);
     u.searchParams.set('options', `-c search_path=${schema}`);
     u.searchParams.set('application_name', appName);
     return u.toString();
   };
 
-  const start = async (): Promise<{ port: number; token: string }> => {
+  const start = async (
+    databaseUrl = serverUrl(),
+    beforeHealthy?: () => Promise<void>,
+  ): Promise<{ port: number; token: string }> => {
     const { dataDir, configFile } = prepare({ jobConcurrency: 1 });
     const port = await freePort();
     server = startServer({
       CINDER_CONFIG: configFile,
       DATA_DIR: dataDir,
       PORT: String(port),
-      DATABASE_URL: serverUrl(),
+      DATABASE_URL: databaseUrl,
     });
+    await beforeHealthy?.();
     await waitHealthy(port, server.child);
     return { port, token: await clientToken(port, CLIENT_ID, CLIENT_SECRET) };
   };
@@ -264,5 +269,29 @@ describe.skipIf(!PG_URL)('the server process on PostgreSQL', () => {
       `SIGTERM: refused new connections after ${refusedAt - sent} ms, in-flight request done after ` +
         `${inFlightDone - sent} ms, exit 0 after ${exitedAt - sent} ms`,
     );
+  });
+
+  it('starts when PostgreSQL comes up after it: retries with backoff, saying so', async () => {
+    const target = new URL(url);
+    const proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));
+    await proxy.cut();
+    const started = Date.now();
+    try {
+      const { port } = await start(serverUrl(proxy.url(url)), async () => {
+        await until(
+          async () => /PostgreSQL not reachable yet; retrying/.test((server as ServerProcess).output()),
+          20_000,
+          'the retry line',
+        );
+        await proxy.restore();
+      });
+      expect((server as ServerProcess).output()).toMatch(/"attempt":1,"waitMs":500,.*ECONNREFUSED/);
+      expect(await probe(port)).toBe(200);
+      console.info(`Start before PostgreSQL: healthy ${Date.now() - started} ms after start`);
+      (server as ServerProcess).child.kill('SIGTERM');
+      expect(await exited((server as ServerProcess).child)).toBe(0);
+    } finally {
+      await proxy.close();
+    }
   });
 });
