@@ -36,3 +36,6 @@ export interface CacheLogger {
   warn(obj: object, msg: string): void;
   info?(obj: object, msg: string): void;
 }
+
+/** What memory.ts and redis.ts implement: a cache, counters, and a health check. */
+export type CacheStore = Cache & Counters & { health(): Promise<'ok' | 'unreachable'> };

@@ -1,9 +1,9 @@
 // Opens the configured cache: Redis when a URL is configured (shared by every instance), else in-process.
-import type { Cache, CacheLogger, Counters } from './cache.js';
+import type { CacheLogger, CacheStore } from './cache.js';
 import { createMemoryCache } from './memory.js';
 import { createRedisCache } from './redis.js';
 
-export type { Cache, CacheLogger, CounterValue, Counters } from './cache.js';
+export type { Cache, CacheLogger, CacheStore, CounterValue, Counters } from './cache.js';
 export { createMemoryCache, type MemoryCacheOptions } from './memory.js';
 export { createRedisCache, type RedisCacheOptions } from './redis.js';
 
@@ -18,7 +18,7 @@ export interface OpenCacheOptions {
   timeoutMs?: number;
 }
 
-export function openCache(opts: OpenCacheOptions): Cache & Counters {
+export function openCache(opts: OpenCacheOptions): CacheStore {
   const max = opts.memoryMax ?? 10_000;
   if (opts.redisUrl) {
     return createRedisCache(opts.redisUrl, {

@@ -1,6 +1,6 @@
 // In-process cache: bounded LRU (lru-cache) with per-entry expiry checked against an injectable clock.
 import { LRUCache } from 'lru-cache';
-import type { Cache, CounterValue, Counters } from './cache.js';
+import type { CacheStore, CounterValue } from './cache.js';
 
 export interface MemoryCacheOptions {
   /** Largest number of entries kept; the least recently used entry is evicted beyond it. */
@@ -14,7 +14,7 @@ interface Entry {
   expiresAt: number;
 }
 
-export function createMemoryCache(opts: MemoryCacheOptions): Cache & Counters {
+export function createMemoryCache(opts: MemoryCacheOptions): CacheStore {
   if (!Number.isInteger(opts.max) || opts.max < 1)
     throw new RangeError('memory cache max must be a positive integer');
   const now = opts.clock ?? Date.now;

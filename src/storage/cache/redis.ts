@@ -2,7 +2,7 @@
 // Redis is down or a command fails, that call is served by an in-process memory cache instead, with one
 // warning per outage and one info line on recovery. Keys and values are never logged.
 import { Redis } from 'ioredis';
-import type { Cache, CacheLogger, CounterValue, Counters } from './cache.js';
+import type { CacheLogger, CacheStore, CounterValue } from './cache.js';
 import { createMemoryCache } from './memory.js';
 
 export interface RedisCacheOptions {
@@ -34,7 +34,7 @@ function describe(err: unknown): { message: string; code?: string } {
   return { message: String(err) };
 }
 
-export function createRedisCache(url: string, opts: RedisCacheOptions): Cache & Counters {
+export function createRedisCache(url: string, opts: RedisCacheOptions): CacheStore {
   const { log } = opts;
   const timeoutMs = opts.timeoutMs ?? 2000;
   const fallback = createMemoryCache({ max: opts.fallbackMax ?? 10_000 });
@@ -143,6 +143,7 @@ export function createRedisCache(url: string, opts: RedisCacheOptions): Cache & 
     },
     delete: del,
     async health() {
+      if (!closed) await firstAttempt;
       if (closed || client.status !== 'ready') return 'unreachable';
       try {
         await client.ping();
