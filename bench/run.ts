@@ -2,6 +2,7 @@
 // read by id, search by family and create over loopback with autocannon (10 connections), on the embedded database
 // and on PostgreSQL (when BENCH_DATABASE_URL or the local server is reachable). Figures are medians of 3 runs, with
 // the ratio to /healthcheck (one SELECT 1) measured in the same go as a baseline; peak RSS is the server's VmHWM.
+// On PostgreSQL it then times bulk $export of 100,000 Patients and cancel-to-stop (bench/export.ts; BENCH_EXPORT=0 skips).
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -11,6 +12,7 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { families, makePatient } from './patients.js';
 import { startMockIdp, type MockIdp } from '../test/support/mock-idp.js';
+import { benchExport } from './export.js';
 import { login, startServer, type RunningServer } from './server.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -252,9 +254,15 @@ async function main(): Promise<void> {
       await client.end().catch(() => undefined);
     }
     if (pgUrl) {
-      const server = await startServer({ DATABASE_URL: pgUrl }, work, providers);
+      const server = await startServer(
+        { DATABASE_URL: pgUrl, DATA_DIR: path.join(work, 'pg-files') },
+        work,
+        providers,
+      );
       try {
         await benchEngine('postgres', server, rows, notes, idp);
+        if (process.env.BENCH_EXPORT !== '0')
+          await benchExport(server, await login(server.base), pgUrl, RUNS, notes);
       } finally {
         await server.stop();
       }

@@ -116,8 +116,10 @@ async function main(): Promise<void> {
   const runner = createJobRunner({
     env: { db, files, fhirBase, clock: () => new Date(), newId: randomUUID },
     signals,
-    kinds: defaultKinds(),
+    kinds: defaultKinds({ export: { pageSize: config.exportPageSize } }),
     concurrency: config.jobConcurrency,
+    leaseMs: config.jobLeaseSeconds * 1000,
+    pauseMs: config.jobPauseMs,
     log,
   });
   let stopping = false;

@@ -89,6 +89,12 @@ export const configSchema = z
       .default({ failedLogins: 10, failedLoginWindow: 900, authRequests: 300, authRequestWindow: 60 }),
     /** Jobs (AsyncJob: $export, $reindex, $expunge) run at once by each server process. */
     jobConcurrency: z.coerce.number().int().min(0).max(64).default(2),
+    /** A running job's lease; a job whose server died is picked up again this long after its last heartbeat. */
+    jobLeaseSeconds: z.coerce.number().int().min(2).max(3600).default(30),
+    /** Pause after each chunk of a job (about 250 ms of work), leaving the database to interactive traffic. */
+    jobPauseMs: z.coerce.number().int().min(0).max(60_000).default(0),
+    /** Rows an export reads per query (and at most per chunk). */
+    exportPageSize: z.coerce.number().int().min(1).max(100_000).default(2000),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
   .strict();
@@ -113,6 +119,9 @@ const ENV_KEYS: Record<string, string> = {
   LOG_LEVEL: 'logLevel',
   JOB_CONCURRENCY: 'jobConcurrency',
   TRUST_PROXY: 'trustProxy',
+  JOB_LEASE_SECONDS: 'jobLeaseSeconds',
+  JOB_PAUSE_MS: 'jobPauseMs',
+  EXPORT_PAGE_SIZE: 'exportPageSize',
 };
 
 /** Validates raw input; a bad value throws one ConfigError line naming the key. */

@@ -1,6 +1,7 @@
 // The one place that decides who may do what (API.md §3). Every path that reads or writes resources —
 // REST interactions, batch/transaction entries, operations — asks here.
 import { FhirError } from './outcome.js';
+import type { AccessScope } from './types.js';
 
 export interface Actor {
   /** The project the caller's membership belongs to. */
@@ -27,6 +28,24 @@ export function canWrite(actor: Actor, resourceType: string): boolean {
   if (SUPER_WRITE.has(resourceType)) return false;
   if (ADMIN_WRITE.has(resourceType)) return actor.projectAdmin;
   return true;
+}
+
+/**
+ * What a search of `resourceType` may return to the caller, or a 403. Members may search AsyncJob but see only the
+ * jobs they started (API.md §5: search results follow the same rule as reading a job).
+ */
+export function searchScope(
+  actor: Actor,
+  caller: string | undefined,
+  resourceType: string,
+  scope: AccessScope,
+): AccessScope {
+  if (resourceType === 'AsyncJob' && !actor.superAdmin && !actor.projectAdmin) {
+    if (caller === undefined) assertRead(actor, resourceType);
+    return { ...scope, author: caller };
+  }
+  assertRead(actor, resourceType);
+  return scope;
 }
 
 export function assertRead(actor: Actor, resourceType: string): void {

@@ -25,4 +25,6 @@ export interface Reference {
 export interface AccessScope {
   /** null: every project (super administrator). */
   projectId: string | null;
+  /** Only resources whose `meta.author.reference` is this (a member searching the AsyncJobs they started). */
+  author?: string;
 }

@@ -20,6 +20,8 @@ export interface RunnerOptions {
   /** A job whose lease expired this many times (its worker died each time) fails instead of resuming. */
   maxAttempts?: number;
   log?: { warn(obj: unknown, msg: string): void; error(obj: unknown, msg: string): void };
+  /** Pause after each chunk, leaving database capacity to interactive traffic (0: none). */
+  pauseMs?: number;
   /** Test hook: awaited after each chunk (e.g. to slow a job down). */
   afterChunk?: (job: JobRow) => Promise<void>;
 }
@@ -102,6 +104,7 @@ export function createJobRunner(opts: RunnerOptions): JobRunner {
         if (stopping) return release(env.db, job.id, worker);
         const step = await kind.runStep(env, job, state);
         await opts.afterChunk?.(job);
+        if (opts.pauseMs) await new Promise((r) => setTimeout(r, opts.pauseMs));
         if (self.cancelled) return cleanUp(job, kind);
         if (step.done) {
           const ok = await finalizeJob(env.db, env, job.id, worker, 'completed', {

@@ -96,7 +96,8 @@ export async function startTestApp(
     runner = createJobRunner({
       env: { db, files, fhirBase: `${config.baseUrl}fhir/R4`, clock, newId: randomUUID },
       signals,
-      kinds: defaultKinds(exportPageSize ? { exportPageSize } : {}),
+      // Small pages, one per step: jobs stay running long enough for tests to act on them.
+      kinds: defaultKinds(exportPageSize ? { export: { pageSize: exportPageSize, pagesPerStep: 1 } } : {}),
       concurrency: config.jobConcurrency,
       pollMs: 200,
       ...runnerOpts,

@@ -18,6 +18,9 @@ const CINDER_ENV = [
   'LOG_LEVEL',
   'CINDER_CONFIG',
   'JOB_CONCURRENCY',
+  'JOB_LEASE_SECONDS',
+  'JOB_PAUSE_MS',
+  'EXPORT_PAGE_SIZE',
   'TRUST_PROXY',
 ];
 export const cleanEnv: Record<string, string | undefined> = Object.fromEntries(

@@ -1,6 +1,6 @@
 // search (type level, GET and POST _search): https://hl7.org/fhir/R4/http.html#search, search.html
 import type { Queryable } from '../../storage/db.js';
-import { assertRead, canRead } from '../access.js';
+import { canRead, searchScope } from '../access.js';
 import { bundleToJson, type BundleEntryText } from '../bundle.js';
 import { RawJson, type FhirResult } from '../result.js';
 import { applyElements } from '../search/elements.js';
@@ -15,9 +15,9 @@ export async function searchResources(
   query: Record<string, string | string[] | undefined>,
   selfUrl: string,
 ): Promise<FhirResult> {
-  assertRead(ctx.actor, resourceType);
+  const scope = searchScope(ctx.actor, ctx.author, resourceType, ctx.scope);
   const req = parseSearchRequest(resourceType, query);
-  const result = await executeSearch(db, req, ctx.scope);
+  const result = await executeSearch(db, req, scope);
   const link = [{ relation: 'self', url: selfUrl }];
   if (result.nextCursor) {
     const next = new URL(selfUrl);

@@ -240,6 +240,8 @@ function filterCondition(
 function whereClause(req: SearchRequest, scope: AccessScope, b: Builder): string {
   const conds = [`r.resource_type = ${b.p(req.resourceType)}`, 'NOT r.deleted'];
   if (scope.projectId !== null) conds.push(`r.project_id = ${b.p(scope.projectId)}`);
+  if (scope.author !== undefined)
+    conds.push(`r.content->'meta'->'author'->>'reference' = ${b.p(scope.author)}`);
   for (const f of req.filters) conds.push(filterCondition(req.resourceType, f, 'r', b, scope));
   return conds.join(' AND ');
 }

@@ -79,9 +79,18 @@ function output(env: JobEnv, job: JobRow, s: ExportState): Resource {
   };
 }
 
-export function exportKind(opts: { pageSize?: number; stepMs?: number } = {}): JobKind<ExportState> {
+export interface ExportKindOptions {
+  /** Rows per query. */
+  pageSize?: number;
+  /** A step (the work between two checkpoints) ends after this long, or after `pagesPerStep` pages. */
+  stepMs?: number;
+  pagesPerStep?: number;
+}
+
+export function exportKind(opts: ExportKindOptions = {}): JobKind<ExportState> {
   const pageSize = opts.pageSize ?? 2000;
   const stepMs = opts.stepMs ?? 250;
+  const pagesPerStep = opts.pagesPerStep ?? 10;
   return {
     async start(env, job) {
       // A worker that died before its first checkpoint may have left a partial file.
@@ -94,14 +103,23 @@ export function exportKind(opts: { pageSize?: number; stepMs?: number } = {}): J
       if (current && !s.files.some((f) => f.type === current))
         await env.files.truncate(fileKey(job.id, current), 0);
     },
-    // One step: pages of the current type until one non-empty page is written or the time budget is spent.
+    // One step: pages in rid order, each next page read from the database while the current one is written.
     async runStep(env, job, prev): Promise<StepResult<ExportState>> {
       const p = job.params as unknown as ExportParams;
       const s: ExportState = { ...prev, files: prev.files.map((f) => ({ ...f })) };
       const until = Date.now() + stepMs;
-      while (s.ti < p.types.length) {
+      const read = (): Promise<{ rid: number; json: string }[]> =>
+        page(env.db, p, p.types[s.ti] as string, s.after, pageSize);
+      let pending = s.ti < p.types.length ? read() : undefined;
+      for (let pages = 1; pending; pages++) {
         const type = p.types[s.ti] as string;
-        const rows = await page(env.db, p, type, s.after, pageSize);
+        const rows = await pending;
+        if (rows.length > 0) s.after = Number((rows[rows.length - 1] as { rid: number }).rid);
+        if (rows.length < pageSize) {
+          s.ti++;
+          s.after = 0;
+        }
+        pending = s.ti < p.types.length && pages < pagesPerStep && Date.now() < until ? read() : undefined;
         if (rows.length > 0) {
           const size = await env.files.append(
             fileKey(job.id, type),
@@ -112,13 +130,7 @@ export function exportKind(opts: { pageSize?: number; stepMs?: number } = {}): J
           f.size = size;
           f.count += rows.length;
           s.total += rows.length;
-          s.after = Number((rows[rows.length - 1] as { rid: number }).rid);
         }
-        if (rows.length < pageSize) {
-          s.ti++;
-          s.after = 0;
-        }
-        if (rows.length > 0 || Date.now() > until) break;
       }
       const done = s.ti >= p.types.length;
       return {
