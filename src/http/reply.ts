@@ -1,5 +1,6 @@
 // The one place that turns a FHIR result (or error) into an HTTP response.
 import type { FastifyReply } from 'fastify';
+import type { OAuthError } from '../auth/oauth-error.js';
 import { FhirError, type OperationOutcome } from '../fhir/outcome.js';
 import { RawJson, RawText, type FhirResult } from '../fhir/result.js';
 
@@ -23,6 +24,12 @@ export function sendResult(reply: FastifyReply, result: FhirResult, fhirBase: st
 export function sendError(reply: FastifyReply, err: FhirError): FastifyReply {
   for (const [k, v] of Object.entries(err.headers)) reply.header(k, v);
   return sendOutcome(reply, err.status, err.toOutcome());
+}
+
+/** OAuth endpoints answer errors as RFC 6749 §5.2 JSON, not as OperationOutcomes. */
+export function sendOAuthError(reply: FastifyReply, err: OAuthError): FastifyReply {
+  for (const [k, v] of Object.entries(err.headers)) reply.header(k, v);
+  return reply.code(err.status).send(err.toJSON());
 }
 
 export function sendOutcome(reply: FastifyReply, status: number, body: OperationOutcome): FastifyReply {

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { clientToken, exited, freePort, startServer, waitHealthy } from '../support/process.js';
+import { clientToken, exited, freePort, startServer, waitHealthy } from '../support/server-process.js';
 
 const CLIENT = 'crash-client';
 const SECRET = 'crash-secret-0123456789';

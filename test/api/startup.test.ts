@@ -10,12 +10,10 @@ import {
   exited,
   freePort,
   mainScript as main,
-  startServer,
+  startServer as start,
   tsx,
   waitHealthy,
-} from '../support/process.js';
-
-const start = startServer;
+} from '../support/server-process.js';
 
 describe('the server process', () => {
   const dirs: string[] = [];

@@ -1,7 +1,7 @@
 // A Cinder app on a test database, with the super administrator bootstrapped and helpers to log in.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll } from 'vitest';
-import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { ensureSuperAdmin } from '../../src/auth/bootstrap.js';
 import { loadKeyRing } from '../../src/auth/keys.js';
@@ -12,7 +12,7 @@ import { localSignals, type Signals } from '../../src/storage/signals.js';
 import { localFileStore } from '../../src/storage/files.js';
 import { createJobRunner, type JobRunner, type RunnerOptions } from '../../src/jobs/runner.js';
 import { defaultKinds } from '../../src/jobs/kinds/index.js';
-import { createMemoryCache, type Cache } from '../../src/storage/cache/index.js';
+import { createMemoryCache, type Cache, type Counters } from '../../src/storage/cache/index.js';
 import type { TestDatabase } from './db.js';
 
 export const ADMIN_CLIENT_ID = 'test-admin-client';
@@ -38,6 +38,10 @@ export interface TestApp {
 export interface TestAppExtras {
   clock?: () => Date;
   cache?: Cache;
+  /** Counters of the login rate limits (default: in-process). */
+  counters?: Counters;
+  /** Logger of the app (default: none). */
+  logger?: FastifyBaseLogger;
   /** Share an open database with another test app (a second server instance); it is not closed by this one. */
   db?: Db;
   /** Cross-instance signals (default: in-process). */
@@ -82,6 +86,8 @@ export async function startTestApp(
     signals,
     cache,
     files,
+    ...(extras.counters ? { counters: extras.counters } : {}),
+    ...(extras.logger ? { logger: extras.logger } : {}),
     ...(extras.clock ? { clock: extras.clock } : {}),
   });
   let runner: JobRunner | undefined;

@@ -1,5 +1,6 @@
-// Cinder as a real child process (src/main.ts through tsx), for tests of start-up, restarts and crashes.
+// Cinder as a real process (src/main.ts through tsx), for tests of start-up, signals and crashes.
 import { spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 
@@ -16,8 +17,13 @@ const CINDER_ENV = [
   'REDIS_URL',
   'LOG_LEVEL',
   'CINDER_CONFIG',
+  'JOB_CONCURRENCY',
+  'JOB_LEASE_SECONDS',
+  'JOB_PAUSE_MS',
+  'EXPORT_PAGE_SIZE',
+  'TRUST_PROXY',
 ];
-export const cleanEnv = Object.fromEntries(
+export const cleanEnv: Record<string, string | undefined> = Object.fromEntries(
   Object.entries(process.env).filter(([k]) => !CINDER_ENV.includes(k)),
 );
 
@@ -31,12 +37,20 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export function startServer(
-  env: Record<string, string>,
-  args: string[] = [],
-): { child: ChildProcess; output: () => string } {
+export interface ServerProcess {
+  child: ChildProcess;
+  /** Everything the process wrote to stdout and stderr so far. */
+  output(): string;
+}
+
+/**
+ * Starts `node --import tsx src/main.ts`: node itself, as `npm start` runs it. (The `tsx` command runs a second
+ * process and turns a signal into SIGKILL when that process does not acknowledge it within 30 ms, which a server
+ * busy with a transaction cannot; and a SIGKILL to the `tsx` command leaves its server process running.)
+ */
+export function startServer(env: Record<string, string>, args: string[] = []): ServerProcess {
   let out = '';
-  const child = spawn(tsx, [mainScript, ...args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', mainScript, ...args], {
     env: { ...cleanEnv, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -45,8 +59,9 @@ export function startServer(
   return { child, output: () => out };
 }
 
-export async function waitHealthy(port: number, child: ChildProcess): Promise<void> {
-  for (let i = 0; i < 300; i++) {
+export async function waitHealthy(port: number, child: ChildProcess, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}`);
     try {
       const res = await fetch(`http://127.0.0.1:${port}/healthcheck`);
@@ -64,7 +79,18 @@ export const exited = (child: ChildProcess): Promise<number | null> =>
     ? Promise.resolve(child.exitCode)
     : new Promise((r) => child.on('exit', (code) => r(code)));
 
-/** A client_credentials access token from a server process. */
+/** GET on a new connection (no keep-alive pool): the status, or the connection error's code. */
+export function probe(port: number, urlPath = '/healthcheck'): Promise<number | string> {
+  return new Promise((resolve) => {
+    const req = http.get({ host: '127.0.0.1', port, path: urlPath, agent: false }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+  });
+}
+
+/** A client_credentials access token from the server at port. */
 export async function clientToken(port: number, clientId: string, secret: string): Promise<string> {
   const res = await fetch(`http://127.0.0.1:${port}/oauth2/token`, {
     method: 'POST',
