@@ -13,6 +13,7 @@ import { contextLogger, registerRequestLog } from './http/plugins/request-log.js
 import { adminRoutes } from './http/routes/admin.js';
 import { fhirRoutes } from './http/routes/fhir.js';
 import { jobRoutes } from './http/routes/jobs.js';
+import { operationRoutes } from './http/routes/operations.js';
 import { healthRoutes } from './http/routes/health.js';
 import { oauthRoutes } from './http/routes/oauth.js';
 import { wellKnownRoutes } from './http/routes/well-known.js';
@@ -120,6 +121,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   adminRoutes(app, { db, clock, newId, fhirBase, membershipsChanged: () => auth.principals.changed() });
   await app.register(
     async (f) => {
+      operationRoutes(f, { db, signals: deps.signals, clock, newId, fhirBase });
       jobRoutes(f, {
         db,
         signals: deps.signals,

@@ -8,12 +8,14 @@ import {
   CSV_CONTENT_TYPE,
   CSV_MAX_ROWS,
   fieldsParam,
+  isCsvType,
   type CellFailure,
 } from '../csv/table.js';
 import type { RepoContext } from '../repository/context.js';
 import { RawText, type FhirResult } from '../result.js';
 import { executeSearch } from '../search/execute.js';
 import { parseSearchRequest, type SearchRequest } from '../search/parse.js';
+import type { OperationDefinition } from './operation.js';
 
 /**
  * Result parameters that do not choose resources: $csv always answers up to 1000 rows of the type itself, so
@@ -62,3 +64,16 @@ export async function csvExport(
     headers: { 'content-disposition': 'attachment; filename=export.csv', 'x-total-count': String(total) },
   };
 }
+
+export const csvOperation: OperationDefinition = {
+  code: 'csv',
+  level: 'type',
+  types: 'any',
+  supports: isCsvType,
+  affectsState: false,
+  methods: ['GET'],
+  run: (env, i) =>
+    csvExport(env.db, i.ctx, i.type, i.request.query, (failures) =>
+      i.warn({ failures }, '$csv: a FHIRPath failed on some resources; their cells are empty'),
+    ),
+};

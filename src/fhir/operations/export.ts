@@ -14,6 +14,7 @@ import type { RepoContext } from '../repository/context.js';
 import { readVisibleRow } from '../repository/read.js';
 import type { FhirResult } from '../result.js';
 import { assertRespondAsync, operationParams, startJob, type AsyncRequest } from './async-start.js';
+import type { OperationDefinition } from './operation.js';
 
 const NDJSON = new Set(['application/fhir+ndjson', 'application/ndjson', 'ndjson']);
 const CSV = new Set(['text/csv', 'csv']);
@@ -91,3 +92,31 @@ export async function startExport(
   };
   return startJob(db, signals, ctx, 'export', { ...params }, req.url);
 }
+
+const BULK = 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition';
+
+export const exportOperations: OperationDefinition[] = [
+  {
+    code: 'export',
+    level: 'system',
+    affectsState: false,
+    definition: `${BULK}/export`,
+    run: (env, i) => startExport(env.db, env.signals, i.ctx, { kind: 'system' }, i.request),
+  },
+  {
+    code: 'export',
+    level: 'type',
+    types: ['Patient'],
+    affectsState: false,
+    definition: `${BULK}/patient-export`,
+    run: (env, i) => startExport(env.db, env.signals, i.ctx, { kind: 'patient' }, i.request),
+  },
+  {
+    code: 'export',
+    level: 'instance',
+    types: ['Group'],
+    affectsState: false,
+    definition: `${BULK}/group-export`,
+    run: (env, i) => startExport(env.db, env.signals, i.ctx, { kind: 'group', groupId: i.id }, i.request),
+  },
+];

@@ -3,7 +3,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isResourceType } from '../../fhir/definitions/index.js';
 import { capabilityStatement } from '../../fhir/capabilities.js';
-import { csvExport } from '../../fhir/operations/csv.js';
 import { FhirError } from '../../fhir/outcome.js';
 import { processBatch } from '../../fhir/repository/batch.js';
 import type { RepoContext } from '../../fhir/repository/context.js';
@@ -110,16 +109,6 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     const self = `${deps.fhirBase}/${req.params.type}?${new URLSearchParams(Object.entries(query).flatMap(([k, v]) => [v].flat().map((x) => [k, x]))).toString()}`;
     return send(reply, await searchResources(deps.db, ctx(req), req.params.type, query, self));
   });
-
-  // $csv (API.md §6): the static segment wins over `/:type/:id`; an unknown type is a 400 here, not a 404.
-  app.get<P<{ type: string }>>('/:type/$csv', async (req, reply) =>
-    send(
-      reply,
-      await csvExport(deps.db, ctx(req), req.params.type, req.query, (failures) =>
-        req.log.warn({ failures }, '$csv: a FHIRPath failed on some resources; their cells are empty'),
-      ),
-    ),
-  );
 
   app.post<P<{ type: string }>>('/:type', async (req, reply) => {
     assertType(req.params.type);
