@@ -2,6 +2,8 @@
 // read by id, search by family and create over loopback with autocannon (10 connections), on the embedded database
 // and on PostgreSQL (when BENCH_DATABASE_URL or the local server is reachable). Figures are medians of 3 runs, with
 // the ratio to /healthcheck (one SELECT 1) measured in the same go as a baseline; peak RSS is the server's VmHWM.
+// On PostgreSQL it then times bulk $export of 100,000 Patients and cancel-to-stop (bench/export.ts; BENCH_EXPORT=0 skips),
+// and CSV: `$csv` of 1000 Patients with 2 connections, and the CSV bulk export (bench/csv.ts; BENCH_CSV=0 skips).
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -11,6 +13,8 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { families, makePatient } from './patients.js';
 import { startMockIdp, type MockIdp } from '../test/support/mock-idp.js';
+import { benchCsvExport, benchCsvRequests } from './csv.js';
+import { benchExport } from './export.js';
 import { login, startServer, type RunningServer } from './server.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -217,6 +221,10 @@ async function benchEngine(
   notes.push(
     `${engine}: identity provider userinfo calls during the external-token runs: ${idp.calls - callsBefore}`,
   );
+  if (engine === 'postgres' && process.env.BENCH_CSV !== '0') {
+    const csv = await benchCsvRequests(server, token, RUNS, DURATION);
+    tests.push({ test: '$csv 1000 Patients, 6 fields (2 connections)', ...csv });
+  }
   rows.push({ engine, ...baseline, ratio: '1.00' });
   for (const t of tests) rows.push({ engine, ...t, ratio: (t.reqPerSec / baseline.reqPerSec).toFixed(2) });
   notes.push(`${engine}: server peak RSS ${server.peakRssMb()} MB`);
@@ -252,9 +260,17 @@ async function main(): Promise<void> {
       await client.end().catch(() => undefined);
     }
     if (pgUrl) {
-      const server = await startServer({ DATABASE_URL: pgUrl }, work, providers);
+      const server = await startServer(
+        { DATABASE_URL: pgUrl, DATA_DIR: path.join(work, 'pg-files') },
+        work,
+        providers,
+      );
       try {
         await benchEngine('postgres', server, rows, notes, idp);
+        if (process.env.BENCH_EXPORT !== '0')
+          await benchExport(server, await login(server.base), pgUrl, RUNS, notes);
+        if (process.env.BENCH_CSV !== '0')
+          await benchCsvExport(server, await login(server.base), RUNS, notes);
       } finally {
         await server.stop();
       }

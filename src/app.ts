@@ -7,10 +7,13 @@ import type { KeyRing } from './auth/keys.js';
 import type { Config } from './config/config.js';
 import { registerAuth } from './http/plugins/auth.js';
 import { registerContentTypes } from './http/plugins/content-types.js';
-import { registerErrorHandler } from './http/plugins/errors.js';
+import { clientErrorHandler, registerErrorHandler } from './http/plugins/errors.js';
+import { registerLoginGuard } from './http/plugins/rate-limit.js';
+import { contextLogger, registerRequestLog } from './http/plugins/request-log.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { fhirRoutes } from './http/routes/fhir.js';
 import { jobRoutes } from './http/routes/jobs.js';
+import { operationRoutes } from './http/routes/operations.js';
 import { healthRoutes } from './http/routes/health.js';
 import { oauthRoutes } from './http/routes/oauth.js';
 import { wellKnownRoutes } from './http/routes/well-known.js';
@@ -20,7 +23,8 @@ import { createStatisticsKeeper } from './storage/statistics.js';
 import { createTokenIssuer } from './auth/access-token.js';
 import { AUTH_TYPES, createPrincipalCache } from './auth/principal-cache.js';
 import type { Signals } from './storage/signals.js';
-import type { Cache } from './storage/cache/cache.js';
+import type { Cache, Counters } from './storage/cache/cache.js';
+import { createMemoryCache } from './storage/cache/memory.js';
 import { createExternalValidator } from './auth/external/validate-external-token.js';
 
 /** Writes that may change who a token's login is: auth resource types, and any Bundle (it may hold them). */
@@ -35,6 +39,8 @@ export interface AppDeps {
   db: Db;
   signals: Signals;
   cache: Cache;
+  /** Counters of the login rate limits (main passes the cache, shared through Redis); default in-process. */
+  counters?: Counters;
   keys: KeyRing;
   /** Where job output files live (default: `<dataDir>/files` on local disk). */
   files?: FileStore;
@@ -50,6 +56,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
     bodyLimit: config.maxBodySize,
+    http: { maxHeaderSize: config.maxHeaderSize },
+    clientErrorHandler,
+    trustProxy: config.trustProxy,
     genReqId: () => randomUUID(),
     requestIdHeader: false,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 },
@@ -57,7 +66,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     forceCloseConnections: 'idle',
   });
   const fhirBase = `${config.baseUrl}fhir/R4`;
-  const statistics = createStatisticsKeeper(db, deps.logger ? { log: deps.logger } : {});
+  // Modules below HTTP log through this: inside a request, their lines carry its reqId.
+  const log = deps.logger ? contextLogger(deps.logger) : undefined;
+  registerRequestLog(app);
+  const statistics = createStatisticsKeeper(db, log ? { log } : {});
   const auth: AuthDeps = {
     db,
     tokens: createTokenIssuer(deps.keys, config.baseUrl),
@@ -71,13 +83,21 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
             providers: config.externalAuthProviders,
             cache: deps.cache,
             clock,
-            log: deps.logger ?? { warn: () => undefined },
+            timeoutMs: config.externalAuthTimeout,
+            log: log ?? { warn: () => undefined },
           }),
         }
       : {}),
   };
+  // Once close() has begun (SIGTERM), responses of the requests still in flight end their connections: a kept-alive
+  // connection would otherwise hold close() open until the client drops it (Fastify keeps them 72 s).
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    if (closing) reply.header('connection', 'close');
     if (
       request.method !== 'GET' &&
       request.method !== 'HEAD' &&
@@ -91,12 +111,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerErrorHandler(app);
   registerContentTypes(app);
   registerAuth(app, auth);
-  healthRoutes(app, { db });
+  const loginGuard = await registerLoginGuard(app, {
+    counters: deps.counters ?? createMemoryCache({ max: 10_000 }),
+    limits: config.rateLimit,
+  });
+  healthRoutes(app, { db, cache: deps.cache });
   wellKnownRoutes(app, { keys: deps.keys, baseUrl: config.baseUrl });
-  oauthRoutes(app, auth);
+  oauthRoutes(app, auth, { loginGuard });
   adminRoutes(app, { db, clock, newId, fhirBase, membershipsChanged: () => auth.principals.changed() });
   await app.register(
     async (f) => {
+      operationRoutes(f, { db, signals: deps.signals, clock, newId, fhirBase });
       jobRoutes(f, {
         db,
         signals: deps.signals,

@@ -17,6 +17,7 @@ import { localSignals, postgresSignals } from './storage/signals.js';
 import { openCache } from './storage/cache/index.js';
 import { localFileStore } from './storage/files.js';
 import { createJobRunner } from './jobs/runner.js';
+import { contextLogger } from './http/plugins/request-log.js';
 import { defaultKinds } from './jobs/kinds/index.js';
 
 async function openDatabase(config: Config, log: Logger): Promise<Db> {
@@ -29,6 +30,8 @@ async function openDatabase(config: Config, log: Logger): Promise<Db> {
   // PostgreSQL may come up after us (containers, restarts): retry with backoff, saying so.
   for (let attempt = 1; ; attempt++) {
     const db = await openPostgres(config.databaseUrl, {
+      max: config.databasePoolSize,
+      connectTimeoutMs: config.databaseConnectTimeout,
       onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL client error'),
     });
     try {
@@ -89,10 +92,16 @@ async function main(): Promise<void> {
   const keys = await loadKeyRing(db);
   const signals = config.databaseUrl
     ? postgresSignals(config.databaseUrl, {
+        connectTimeoutMs: config.databaseConnectTimeout,
         onError: (err) => log.warn({ err: err.message }, 'signal connection error'),
       })
     : localSignals();
-  const cache = openCache({ ...(config.redisUrl ? { redisUrl: config.redisUrl } : {}), log });
+  // Inside a request, lines logged by the cache carry the request's id.
+  const cache = openCache({
+    ...(config.redisUrl ? { redisUrl: config.redisUrl } : {}),
+    timeoutMs: config.redisTimeout,
+    log: contextLogger(log as unknown as FastifyBaseLogger),
+  });
   const files = localFileStore(path.join(config.dataDir, 'files'));
   const app = await buildApp({
     config,
@@ -100,14 +109,17 @@ async function main(): Promise<void> {
     keys,
     signals,
     cache,
+    counters: cache,
     files,
     logger: log as unknown as FastifyBaseLogger,
   });
   const runner = createJobRunner({
     env: { db, files, fhirBase, clock: () => new Date(), newId: randomUUID },
     signals,
-    kinds: defaultKinds(),
+    kinds: defaultKinds({ export: { pageSize: config.exportPageSize, log } }),
     concurrency: config.jobConcurrency,
+    leaseMs: config.jobLeaseSeconds * 1000,
+    pauseMs: config.jobPauseMs,
     log,
   });
   let stopping = false;
@@ -115,10 +127,15 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'shutting down: finishing in-flight requests');
+    const deadline = setTimeout(() => {
+      log.error({ timeoutMs: config.shutdownTimeout }, 'shutdown took too long; exiting');
+      process.exit(1);
+    }, config.shutdownTimeout);
+    deadline.unref();
     try {
-      // Running jobs end their current chunk and give their leases back, to be resumed by any instance.
-      await runner.stop();
-      await app.close();
+      // At once: stop accepting connections (in-flight requests finish; requests on kept-alive connections get
+      // 503), and let running jobs end their current chunk and give their leases back, to be resumed anywhere.
+      await Promise.all([app.close(), runner.stop()]);
       await signals.close();
       await cache.close();
       await db.close();

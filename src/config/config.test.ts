@@ -21,6 +21,28 @@ describe('configuration', () => {
     expect(Object.isFrozen(c)).toBe(true);
   });
 
+  it('has the documented reliability defaults, and TRUST_PROXY as a boolean or addresses', () => {
+    expect(parseConfig({})).toMatchObject({
+      maxHeaderSize: 16_384,
+      databasePoolSize: 20,
+      databaseConnectTimeout: 5000,
+      redisTimeout: 2000,
+      externalAuthTimeout: 5000,
+      shutdownTimeout: 30_000,
+      trustProxy: false,
+      rateLimit: { failedLogins: 10, failedLoginWindow: 900, authRequests: 300, authRequestWindow: 60 },
+    });
+    expect(parseConfig({ rateLimit: { failedLogins: 0 } }).rateLimit).toEqual({
+      failedLogins: 0,
+      failedLoginWindow: 900,
+      authRequests: 300,
+      authRequestWindow: 60,
+    });
+    expect(loadConfig([], { TRUST_PROXY: 'true' }).trustProxy).toBe(true);
+    expect(loadConfig([], { TRUST_PROXY: '10.0.0.0/8,127.0.0.1' }).trustProxy).toBe('10.0.0.0/8,127.0.0.1');
+    expect(() => parseConfig({ rateLimit: { perMinute: 5 } })).toThrow(/^Invalid configuration: rateLimit: /);
+  });
+
   it('adds the trailing slash to baseUrl and derives it from the port', () => {
     expect(parseConfig({ port: 9000 }).baseUrl).toBe('http://localhost:9000/');
     expect(parseConfig({ baseUrl: 'https://fhir.example.org/base' }).baseUrl).toBe(

@@ -49,8 +49,52 @@ export const configSchema = z
       .default(32 * 1024 * 1024),
     /** Largest number of entries accepted in one batch or transaction Bundle. */
     maxBundleEntries: z.coerce.number().int().min(1).default(10_000),
+    /** Largest total size of a request's line and headers in bytes (Node's maxHeaderSize); beyond it: 431. */
+    maxHeaderSize: z.coerce
+      .number()
+      .int()
+      .min(1024)
+      .max(1024 * 1024)
+      .default(16 * 1024),
+    /** Connections of this process's PostgreSQL pool. */
+    databasePoolSize: z.coerce.number().int().min(1).max(1000).default(20),
+    /** Milliseconds to wait for a PostgreSQL connection before answering 503 (the database is unreachable). */
+    databaseConnectTimeout: z.coerce.number().int().min(100).max(120_000).default(5000),
+    /** Milliseconds to wait for Redis (connect and each command) before using the in-process fallback. */
+    redisTimeout: z.coerce.number().int().min(50).max(60_000).default(2000),
+    /** Milliseconds to wait for an external identity provider (userinfo, JWKS) before answering 401. */
+    externalAuthTimeout: z.coerce.number().int().min(100).max(60_000).default(5000),
+    /** On SIGTERM/SIGINT: milliseconds allowed for in-flight requests and job chunks before the process exits 1. */
+    shutdownTimeout: z.coerce.number().int().min(0).max(600_000).default(30_000),
+    /** Client IP from X-Forwarded-For (Fastify trustProxy): true, or the comma-separated addresses/CIDRs of the proxies. */
+    trustProxy: z
+      .preprocess(
+        (v) => (v === 'true' ? true : v === 'false' ? false : v),
+        z.union([z.boolean(), z.string().min(1)]),
+      )
+      .default(false),
+    /** Guards against password and client secret guessing on /auth/login and /oauth2/token (0 turns a limit off). */
+    rateLimit: z
+      .object({
+        /** Failed logins per client IP and identity (email or client_id) within failedLoginWindow. */
+        failedLogins: z.coerce.number().int().min(0).default(10),
+        /** Seconds. */
+        failedLoginWindow: z.coerce.number().int().min(1).default(900),
+        /** Requests per client IP to /auth/login and /oauth2/token within authRequestWindow, successful or not. */
+        authRequests: z.coerce.number().int().min(0).default(300),
+        /** Seconds. */
+        authRequestWindow: z.coerce.number().int().min(1).default(60),
+      })
+      .strict()
+      .default({ failedLogins: 10, failedLoginWindow: 900, authRequests: 300, authRequestWindow: 60 }),
     /** Jobs (AsyncJob: $export, $reindex, $expunge) run at once by each server process. */
     jobConcurrency: z.coerce.number().int().min(0).max(64).default(2),
+    /** A running job's lease; a job whose server died is picked up again this long after its last heartbeat. */
+    jobLeaseSeconds: z.coerce.number().int().min(2).max(3600).default(30),
+    /** Pause after each chunk of a job (about 250 ms of work), leaving the database to interactive traffic. */
+    jobPauseMs: z.coerce.number().int().min(0).max(60_000).default(0),
+    /** Rows an export reads per query (and at most per chunk). */
+    exportPageSize: z.coerce.number().int().min(1).max(100_000).default(2000),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
   .strict();
@@ -74,6 +118,10 @@ const ENV_KEYS: Record<string, string> = {
   REDIS_URL: 'redisUrl',
   LOG_LEVEL: 'logLevel',
   JOB_CONCURRENCY: 'jobConcurrency',
+  TRUST_PROXY: 'trustProxy',
+  JOB_LEASE_SECONDS: 'jobLeaseSeconds',
+  JOB_PAUSE_MS: 'jobPauseMs',
+  EXPORT_PAGE_SIZE: 'exportPageSize',
 };
 
 /** Validates raw input; a bad value throws one ConfigError line naming the key. */

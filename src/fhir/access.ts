@@ -1,6 +1,7 @@
 // The one place that decides who may do what (API.md §3). Every path that reads or writes resources —
 // REST interactions, batch/transaction entries, operations — asks here.
 import { FhirError } from './outcome.js';
+import type { AccessScope } from './types.js';
 
 export interface Actor {
   /** The project the caller's membership belongs to. */
@@ -29,6 +30,24 @@ export function canWrite(actor: Actor, resourceType: string): boolean {
   return true;
 }
 
+/**
+ * What a search of `resourceType` may return to the caller, or a 403. Members may search AsyncJob but see only the
+ * jobs they started (API.md §5: search results follow the same rule as reading a job).
+ */
+export function searchScope(
+  actor: Actor,
+  caller: string | undefined,
+  resourceType: string,
+  scope: AccessScope,
+): AccessScope {
+  if (resourceType === 'AsyncJob' && !actor.superAdmin && !actor.projectAdmin) {
+    // A caller without a profile started no job: it finds none.
+    return { ...scope, author: caller ?? '' };
+  }
+  assertRead(actor, resourceType);
+  return scope;
+}
+
 export function assertRead(actor: Actor, resourceType: string): void {
   if (!canRead(actor, resourceType)) {
     throw new FhirError(
@@ -50,14 +69,6 @@ export function assertSuperAdmin(actor: Actor, what: string): void {
   if (!actor.superAdmin) {
     throw new FhirError('forbidden', `Forbidden: ${what} needs a super administrator`, 'access.super-admin');
   }
-}
-
-/**
- * AsyncJob search (API.md §5, "the same rule governs AsyncJob search results"): admins and super administrators
- * search all the jobs they can see (null); anyone else only the jobs it started (their `meta.author`).
- */
-export function jobSearchAuthor(actor: Actor, caller: string | undefined): string | null {
-  return actor.superAdmin || actor.projectAdmin ? null : (caller ?? '');
 }
 
 /**

@@ -7,9 +7,17 @@ export class RawJson {
   constructor(readonly text: string) {}
 }
 
+/** A body that is not FHIR JSON (e.g. the CSV of $csv), sent as it is with its own Content-Type. */
+export class RawText {
+  constructor(
+    readonly text: string,
+    readonly contentType: string,
+  ) {}
+}
+
 export interface FhirResult {
   status: number;
-  body: Resource | OperationOutcome | RawJson | null;
+  body: Resource | OperationOutcome | RawJson | RawText | null;
   /** Relative to the FHIR base, e.g. `Patient/1/_history/2`. */
   location?: string;
   versionId?: string;

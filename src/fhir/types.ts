@@ -25,6 +25,6 @@ export interface Reference {
 export interface AccessScope {
   /** null: every project (super administrator). */
   projectId: string | null;
-  /** When set, only resources whose `meta.author` is this reference (a member's AsyncJob search, API.md §5). */
+  /** Only resources whose `meta.author.reference` is this (a member searching the AsyncJobs they started). */
   author?: string;
 }

@@ -1,7 +1,8 @@
 // The one place that turns a FHIR result (or error) into an HTTP response.
 import type { FastifyReply } from 'fastify';
+import type { OAuthError } from '../auth/oauth-error.js';
 import { FhirError, type OperationOutcome } from '../fhir/outcome.js';
-import { RawJson, type FhirResult } from '../fhir/result.js';
+import { RawJson, RawText, type FhirResult } from '../fhir/result.js';
 
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
@@ -15,6 +16,7 @@ export function sendResult(reply: FastifyReply, result: FhirResult, fhirBase: st
   }
   for (const [k, v] of Object.entries(result.headers ?? {})) reply.header(k, v);
   if (result.body === null) return reply.send();
+  if (result.body instanceof RawText) return reply.type(result.body.contentType).send(result.body.text);
   reply.type(FHIR_JSON);
   return reply.send(result.body instanceof RawJson ? result.body.text : JSON.stringify(result.body));
 }
@@ -22,6 +24,12 @@ export function sendResult(reply: FastifyReply, result: FhirResult, fhirBase: st
 export function sendError(reply: FastifyReply, err: FhirError): FastifyReply {
   for (const [k, v] of Object.entries(err.headers)) reply.header(k, v);
   return sendOutcome(reply, err.status, err.toOutcome());
+}
+
+/** OAuth endpoints answer errors as RFC 6749 §5.2 JSON, not as OperationOutcomes. */
+export function sendOAuthError(reply: FastifyReply, err: OAuthError): FastifyReply {
+  for (const [k, v] of Object.entries(err.headers)) reply.header(k, v);
+  return reply.code(err.status).send(err.toJSON());
 }
 
 export function sendOutcome(reply: FastifyReply, status: number, body: OperationOutcome): FastifyReply {

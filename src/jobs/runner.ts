@@ -3,6 +3,7 @@
 // stops a job between chunks when it learns of a cancel — from the signal (any instance) or, as the safety net,
 // from the conditional checkpoint write that fails once the job is no longer `accepted`.
 import { randomUUID } from 'node:crypto';
+import { DbUnavailableError } from '../storage/db.js';
 import type { Signals } from '../storage/signals.js';
 import { outcome } from '../fhir/outcome.js';
 import type { JobEnv, JobKind } from './kind.js';
@@ -19,6 +20,8 @@ export interface RunnerOptions {
   /** A job whose lease expired this many times (its worker died each time) fails instead of resuming. */
   maxAttempts?: number;
   log?: { warn(obj: unknown, msg: string): void; error(obj: unknown, msg: string): void };
+  /** Pause after each chunk, leaving database capacity to interactive traffic (0: none). */
+  pauseMs?: number;
   /** Test hook: awaited after each chunk (e.g. to slow a job down). */
   afterChunk?: (job: JobRow) => Promise<void>;
 }
@@ -101,6 +104,7 @@ export function createJobRunner(opts: RunnerOptions): JobRunner {
         if (stopping) return release(env.db, job.id, worker);
         const step = await kind.runStep(env, job, state);
         await opts.afterChunk?.(job);
+        if (opts.pauseMs) await new Promise((r) => setTimeout(r, opts.pauseMs));
         if (self.cancelled) return cleanUp(job, kind);
         if (step.done) {
           const ok = await finalizeJob(env.db, env, job.id, worker, 'completed', {
@@ -113,8 +117,13 @@ export function createJobRunner(opts: RunnerOptions): JobRunner {
         state = step.state;
       }
     } catch (err) {
+      // A database outage is not the job's fault: give it back, to be resumed from its checkpoint (or, if even
+      // that fails, claimed again when the lease expires).
+      if (stopping || err instanceof DbUnavailableError) {
+        opts.log?.warn({ err, jobId: job.id }, 'job interrupted; it will resume');
+        return release(env.db, job.id, worker).catch(() => undefined);
+      }
       opts.log?.error({ err, jobId: job.id }, 'job failed');
-      if (stopping) return release(env.db, job.id, worker);
       await fail(job, (err as Error).message);
       await kind.cancel(env, job).catch(() => undefined);
     } finally {

@@ -1,7 +1,7 @@
 // PostgreSQL (node-postgres pool) behind the Db seam.
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import type { Db, Queryable, QueryOptions, QueryResult } from './db.js';
+import { DbUnavailableError, type Db, type Queryable, type QueryOptions, type QueryResult } from './db.js';
 
 pg.types.setTypeParser(20, (v: string) => Number(v)); // int8
 pg.types.setTypeParser(1700, (v: string) => Number(v)); // numeric
@@ -21,14 +21,49 @@ function statementName(sql: string): string | undefined {
   return name;
 }
 
-function wrap(c: pg.Pool | pg.PoolClient): Queryable {
+/** Socket-level failures (the server went away, or never answered). */
+const SOCKET_ERRORS = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENOTFOUND',
+]);
+
+/**
+ * Whether the error says the database cannot be reached (rather than that the statement failed): a SQLSTATE of
+ * class 08 (connection exception), 57P01-57P03 (shutdown, crash, cannot connect now) or 53300 (too many
+ * connections), a socket error, or node-postgres's own connection errors, which carry no code.
+ */
+export function isConnectionError(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const code = (err as { code?: unknown }).code;
+  if (err instanceof pg.DatabaseError)
+    return typeof code === 'string' && (/^(08|57P0[123])/.test(code) || code === '53300');
+  if (typeof code === 'string' && SOCKET_ERRORS.has(code)) return true;
+  return /Connection terminated|connection error|timeout exceeded when trying to connect|not queryable/i.test(
+    err.message,
+  );
+}
+
+function translate(err: unknown): unknown {
+  return isConnectionError(err) ? Object.assign(new DbUnavailableError(err), { cause: err }) : err;
+}
+
+function wrap(c: pg.Pool | pg.PoolClient, onError?: (err: unknown) => void): Queryable {
   return {
     async query<T>(sql: string, params?: readonly unknown[], opts?: QueryOptions): Promise<QueryResult<T>> {
       const name = opts?.prepare && params && params.length > 0 ? statementName(sql) : undefined;
-      const r = name
-        ? await c.query({ name, text: sql, values: params as unknown[] })
-        : await c.query(sql, params as unknown[] | undefined);
-      return { rows: r.rows as T[], rowCount: r.rowCount ?? r.rows.length };
+      try {
+        const r = name
+          ? await c.query({ name, text: sql, values: params as unknown[] })
+          : await c.query(sql, params as unknown[] | undefined);
+        return { rows: r.rows as T[], rowCount: r.rowCount ?? r.rows.length };
+      } catch (err) {
+        onError?.(err);
+        throw translate(err);
+      }
     },
   };
 }
@@ -37,6 +72,11 @@ export interface PostgresOptions {
   max?: number;
   /** Schema to use instead of `public` (tests give each file its own). */
   schema?: string;
+  /**
+   * Milliseconds to wait for a connection (a new one, or a free one of the pool) before the query fails with
+   * DbUnavailableError; bounds how long a request waits while the database is down. Default 5000.
+   */
+  connectTimeoutMs?: number;
   onError?: (err: Error) => void;
 }
 
@@ -44,40 +84,58 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   const pool = new pg.Pool({
     connectionString: url,
     max: opts.max ?? 20,
-    connectionTimeoutMillis: 5000,
+    connectionTimeoutMillis: opts.connectTimeoutMs ?? 5000,
     idleTimeoutMillis: 30_000,
+    // Notice a server that vanished without closing the connection (host down, network cut): probe idle
+    // connections after 10 s instead of the operating system's default of two hours.
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
     ...(opts.schema ? { options: `-c search_path=${opts.schema}` } : {}),
   });
   // An idle client that loses its server emits here; without a listener the process would crash.
   pool.on('error', (err) => opts.onError?.(err));
   const base = wrap(pool);
+  const connect = async (): Promise<pg.PoolClient> => {
+    try {
+      return await pool.connect();
+    } catch (err) {
+      throw translate(err);
+    }
+  };
+  /** Runs fn on one pooled connection; a connection that failed is destroyed instead of going back to the pool. */
+  const withClient = async <T>(fn: (conn: Queryable, client: pg.PoolClient) => Promise<T>): Promise<T> => {
+    const client = await connect();
+    let broken = false;
+    try {
+      return await fn(
+        wrap(client, (err) => (broken ||= isConnectionError(err))),
+        client,
+      );
+    } finally {
+      client.release(broken);
+    }
+  };
   return {
     kind: 'postgres',
     query: base.query,
     async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
-      const client = await pool.connect();
-      try {
-        await client.query('BEGIN');
-        const result = await fn(wrap(client));
-        await client.query('COMMIT');
-        return result;
-      } catch (err) {
-        await client.query('ROLLBACK').catch(() => undefined);
-        throw err;
-      } finally {
-        client.release();
-      }
+      return withClient(async (conn) => {
+        await conn.query('BEGIN');
+        try {
+          const result = await fn(conn);
+          await conn.query('COMMIT');
+          return result;
+        } catch (err) {
+          await conn.query('ROLLBACK').catch(() => undefined);
+          throw err;
+        }
+      });
     },
     async session<T>(fn: (conn: Queryable) => Promise<T>): Promise<T> {
-      const client = await pool.connect();
-      try {
-        return await fn(wrap(client));
-      } finally {
-        client.release();
-      }
+      return withClient((conn) => fn(conn));
     },
     async exec(sql: string): Promise<void> {
-      await pool.query(sql);
+      await base.query(sql);
     },
     async close(): Promise<void> {
       await pool.end();

@@ -36,18 +36,20 @@ const PG_CHANNEL = 'cinder_signals';
  */
 export function postgresSignals(
   url: string,
-  opts: { schema?: string; onError?: (err: Error) => void } = {},
+  opts: { schema?: string; onError?: (err: Error) => void; connectTimeoutMs?: number } = {},
 ): Signals {
   const local = localSignals();
   const channel = opts.schema ? `${PG_CHANNEL}_${opts.schema}` : PG_CHANNEL;
-  const notifier = new pg.Pool({ connectionString: url, max: 2 });
+  // Bounded waits: a publish during a database outage fails instead of hanging the request that made it.
+  const connectionTimeoutMillis = opts.connectTimeoutMs ?? 5000;
+  const notifier = new pg.Pool({ connectionString: url, max: 2, connectionTimeoutMillis });
   notifier.on('error', (err) => opts.onError?.(err));
   let listener: pg.Client | undefined;
   let closed = false;
   const handlers = new Set<string>();
   const connect = async (): Promise<void> => {
     if (closed) return;
-    const client = new pg.Client({ connectionString: url });
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis });
     client.on('error', (err) => {
       opts.onError?.(err);
       client.end().catch(() => undefined);

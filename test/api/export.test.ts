@@ -181,6 +181,25 @@ describe.each(testDatabases())('bulk export on $name', (database) => {
       const cancel = await t.request({ method: 'POST', url: `${t.fhir}/AsyncJob/${id}/$cancel`, token });
       expect(cancel.statusCode).toBe(404);
     }
+    // AsyncJob search follows the same rule: the starter sees their job, not the jobs others started.
+    const adminJob = await startExport(t, p.adminToken, '_type=Patient');
+    const ids = async (token: string): Promise<string[]> => {
+      const res = await t.request({ method: 'GET', url: `${t.fhir}/AsyncJob?_count=100`, token });
+      expect(res.statusCode, res.body).toBe(200);
+      return ((res.json() as { entry?: { resource: { id: string } }[] }).entry ?? []).map(
+        (e) => e.resource.id,
+      );
+    };
+    const mine = await ids(p.memberToken);
+    expect(mine).toContain(id);
+    expect(mine).not.toContain(adminJob);
+    expect(await ids(p.adminToken)).toEqual(expect.arrayContaining([id, adminJob]));
+    expect(await ids(t.adminToken)).toEqual(expect.arrayContaining([id, adminJob]));
+    for (const token of [other.adminToken, other.memberToken]) {
+      const seen = await ids(token);
+      expect(seen).not.toContain(id);
+      expect(seen).not.toContain(adminJob);
+    }
     // The other project's export never contains this project's resources.
     const oid = await startExport(t, other.adminToken, '_type=Patient');
     const of = await downloadOutput(t, await waitForJob(t, oid, other.adminToken), other.adminToken);

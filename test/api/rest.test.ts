@@ -286,4 +286,33 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
       expect.arrayContaining(['Project', 'AsyncJob', 'Observation']),
     );
   });
+
+  it('lists the operations it routes, where they apply', async () => {
+    const cs = (await ctx.t.request({ method: 'GET', url: `${ctx.t.fhir}/metadata` })).json() as {
+      rest: {
+        operation: { name: string; definition: string }[];
+        resource: { type: string; operation: { name: string }[] }[];
+      }[];
+    };
+    const rest = cs.rest[0] as (typeof cs.rest)[0];
+    const names = (type: string): string[] =>
+      (rest.resource.find((r) => r.type === type)?.operation ?? []).map((o) => o.name).sort();
+    expect(rest.operation).toEqual([
+      { name: 'export', definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export' },
+      { name: 'reindex', definition: 'http://cinder.test/fhir/R4/OperationDefinition/reindex' },
+    ]);
+    expect(names('Patient')).toEqual(['csv', 'export']);
+    expect(names('Group')).toEqual(['csv', 'export']);
+    expect(names('AsyncJob')).toEqual(['cancel', 'csv']);
+    expect(names('Project')).toEqual(['csv', 'expunge']);
+    expect(names('User')).toEqual([]);
+    expect(names('Observation')).toEqual(['csv']);
+    // Each listed operation is routed: an unauthenticated call is refused by authentication, never 404.
+    const anon = await ctx.t.request({
+      method: 'GET',
+      url: `${ctx.t.fhir}/Observation/$csv?_fields=id`,
+      token: null,
+    });
+    expect(anon.statusCode).toBe(401);
+  });
 });

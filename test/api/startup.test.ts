@@ -1,69 +1,19 @@
 // The server as a process (API.md §1): configuration file and env overrides, a bad value stops start-up with one
 // line naming the key, data survives a restart, SIGTERM exits 0, and a second process on one dataDir is refused.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-
-const tsx = path.resolve('node_modules/.bin/tsx');
-// The test runner's own environment (vite sets BASE_URL) must not leak into the server's configuration.
-const CINDER_ENV = [
-  'PORT',
-  'HOST',
-  'BASE_URL',
-  'DATA_DIR',
-  'DATABASE_URL',
-  'REDIS_URL',
-  'LOG_LEVEL',
-  'CINDER_CONFIG',
-];
-const cleanEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !CINDER_ENV.includes(k)));
-const main = path.resolve('src/main.ts');
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-function start(
-  env: Record<string, string>,
-  args: string[] = [],
-): { child: ChildProcess; output: () => string } {
-  let out = '';
-  const child = spawn(tsx, [main, ...args], {
-    env: { ...cleanEnv, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-  return { child, output: () => out };
-}
-
-async function waitHealthy(port: number, child: ChildProcess): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}`);
-    try {
-      const res = await fetch(`http://127.0.0.1:${port}/healthcheck`);
-      if (res.status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('server did not become healthy');
-}
-
-const exited = (child: ChildProcess): Promise<number | null> =>
-  child.exitCode !== null
-    ? Promise.resolve(child.exitCode)
-    : new Promise((r) => child.on('exit', (code) => r(code)));
+import {
+  cleanEnv,
+  exited,
+  freePort,
+  mainScript as main,
+  startServer as start,
+  tsx,
+  waitHealthy,
+} from '../support/server-process.js';
 
 describe('the server process', () => {
   const dirs: string[] = [];

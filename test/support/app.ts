@@ -12,7 +12,7 @@ import { localSignals, type Signals } from '../../src/storage/signals.js';
 import { localFileStore } from '../../src/storage/files.js';
 import { createJobRunner, type JobRunner, type RunnerOptions } from '../../src/jobs/runner.js';
 import { defaultKinds } from '../../src/jobs/kinds/index.js';
-import { createMemoryCache, type Cache } from '../../src/storage/cache/index.js';
+import { createMemoryCache, type Cache, type Counters } from '../../src/storage/cache/index.js';
 import type { TestDatabase } from './db.js';
 
 export const ADMIN_CLIENT_ID = 'test-admin-client';
@@ -38,6 +38,8 @@ export interface TestApp {
 export interface TestAppExtras {
   clock?: () => Date;
   cache?: Cache;
+  /** Counters of the login rate limits (default: in-process). */
+  counters?: Counters;
   /** Share an open database with another test app (a second server instance); it is not closed by this one. */
   db?: Db;
   /** Cross-instance signals (default: in-process). */
@@ -84,8 +86,9 @@ export async function startTestApp(
     signals,
     cache,
     files,
-    ...(extras.clock ? { clock: extras.clock } : {}),
+    ...(extras.counters ? { counters: extras.counters } : {}),
     ...(extras.logger ? { logger: extras.logger } : {}),
+    ...(extras.clock ? { clock: extras.clock } : {}),
   });
   let runner: JobRunner | undefined;
   if (extras.jobs) {
@@ -93,7 +96,8 @@ export async function startTestApp(
     runner = createJobRunner({
       env: { db, files, fhirBase: `${config.baseUrl}fhir/R4`, clock, newId: randomUUID },
       signals,
-      kinds: defaultKinds(exportPageSize ? { exportPageSize } : {}),
+      // Small pages, one per step: jobs stay running long enough for tests to act on them.
+      kinds: defaultKinds(exportPageSize ? { export: { pageSize: exportPageSize, pagesPerStep: 1 } } : {}),
       concurrency: config.jobConcurrency,
       pollMs: 200,
       ...(extras.logger ? { log: extras.logger } : {}),

@@ -64,7 +64,9 @@ export async function startMockIdp(): Promise<MockIdp> {
   };
   idp.close = async () => {
     hanging.forEach((r) => r.destroy());
-    await new Promise((r) => server.close(r));
+    const closed = new Promise((r) => server.close(r));
+    server.closeAllConnections(); // kept-alive client connections would hold close() for seconds
+    await closed;
   };
   return idp;
 }

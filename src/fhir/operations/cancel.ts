@@ -9,6 +9,7 @@ import { FhirError, outcome } from '../outcome.js';
 import type { RepoContext } from '../repository/context.js';
 import type { FhirResult } from '../result.js';
 import { accessibleJob } from './async-job.js';
+import type { OperationDefinition } from './operation.js';
 
 export async function cancelAsyncJob(
   db: Db,
@@ -39,3 +40,12 @@ export async function cancelAsyncJob(
     ),
   };
 }
+
+export const cancelOperation: OperationDefinition = {
+  code: 'cancel',
+  level: 'instance',
+  types: ['AsyncJob'],
+  affectsState: true,
+  anyBody: true,
+  run: (env, i) => cancelAsyncJob(env.db, env.signals, i.ctx, i.id),
+};

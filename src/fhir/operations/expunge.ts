@@ -8,6 +8,7 @@ import type { RepoContext } from '../repository/context.js';
 import { readVisibleRow } from '../repository/read.js';
 import type { FhirResult } from '../result.js';
 import { assertRespondAsync, operationParams, startJob, type AsyncRequest } from './async-start.js';
+import type { OperationDefinition } from './operation.js';
 
 export async function startExpunge(
   db: Db,
@@ -25,3 +26,11 @@ export async function startExpunge(
   if (!row) throw new FhirError('not-found', `Not found: Project/${projectId}`, 'expunge.not-found');
   return startJob(db, signals, ctx, 'expunge', { projectId }, req.url);
 }
+
+export const expungeOperation: OperationDefinition = {
+  code: 'expunge',
+  level: 'instance',
+  types: ['Project'],
+  affectsState: true,
+  run: (env, i) => startExpunge(env.db, env.signals, i.ctx, i.id, i.request),
+};

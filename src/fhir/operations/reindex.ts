@@ -8,6 +8,7 @@ import { FhirError } from '../outcome.js';
 import type { RepoContext } from '../repository/context.js';
 import type { FhirResult } from '../result.js';
 import { assertRespondAsync, operationParams, startJob, type AsyncRequest } from './async-start.js';
+import type { OperationDefinition } from './operation.js';
 
 export async function startReindex(
   db: Db,
@@ -24,3 +25,10 @@ export async function startReindex(
   }
   return startJob(db, signals, ctx, 'reindex', { types: asked ?? [...resourceTypes()] }, req.url);
 }
+
+export const reindexOperation: OperationDefinition = {
+  code: 'reindex',
+  level: 'system',
+  affectsState: true,
+  run: (env, i) => startReindex(env.db, env.signals, i.ctx, i.request),
+};

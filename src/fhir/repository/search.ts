@@ -1,6 +1,6 @@
 // search (type level, GET and POST _search): https://hl7.org/fhir/R4/http.html#search, search.html
 import type { Queryable } from '../../storage/db.js';
-import { assertRead, canRead, jobSearchAuthor } from '../access.js';
+import { canRead, searchScope } from '../access.js';
 import { bundleToJson, type BundleEntryText } from '../bundle.js';
 import { RawJson, type FhirResult } from '../result.js';
 import { applyElements } from '../search/elements.js';
@@ -15,11 +15,9 @@ export async function searchResources(
   query: Record<string, string | string[] | undefined>,
   selfUrl: string,
 ): Promise<FhirResult> {
-  // AsyncJob: every caller may search, and finds only the jobs it may access (its own, unless an admin).
-  const author = resourceType === 'AsyncJob' ? jobSearchAuthor(ctx.actor, ctx.author) : null;
-  if (resourceType !== 'AsyncJob') assertRead(ctx.actor, resourceType);
+  const scope = searchScope(ctx.actor, ctx.author, resourceType, ctx.scope);
   const req = parseSearchRequest(resourceType, query);
-  const result = await executeSearch(db, req, author === null ? ctx.scope : { ...ctx.scope, author });
+  const result = await executeSearch(db, req, scope);
   const link = [{ relation: 'self', url: selfUrl }];
   if (result.nextCursor) {
     const next = new URL(selfUrl);

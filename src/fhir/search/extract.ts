@@ -37,11 +37,16 @@ const resolveStub = {
   arity: { 0: [] },
 };
 
-const OPTIONS = { resolveInternalTypes: false, userInvocationTable: { resolve: resolveStub } } as const;
+/** Options of every fhirpath evaluation on stored resources: typed results, and `resolve()` without a server. */
+export const FHIRPATH_OPTIONS = {
+  resolveInternalTypes: false,
+  userInvocationTable: { resolve: resolveStub },
+} as const;
 
 const fhirpathCache = new Map<string, Evaluator>();
 
-function systemTypeName(t: string | undefined): string {
+/** fhirpath's type name (`FHIR.HumanName`, `System.String`) → the FHIR type name (`HumanName`, `string`). */
+export function systemTypeName(t: string | undefined): string {
   if (!t) return 'Object';
   const dot = t.indexOf('.');
   const name = dot >= 0 ? t.slice(dot + 1) : t;
@@ -66,7 +71,7 @@ export function withOfType(expression: string): string {
 export function fhirpathEvaluator(expression: string): Evaluator {
   let ev = fhirpathCache.get(expression);
   if (ev) return ev;
-  const compiled = fhirpath.compile(withOfType(expression), r4, OPTIONS as never) as unknown as (
+  const compiled = fhirpath.compile(withOfType(expression), r4, FHIRPATH_OPTIONS as never) as unknown as (
     r: unknown,
   ) => unknown[];
   ev = (resource) => {

@@ -1,10 +1,13 @@
 // The single error handler: every error becomes an OperationOutcome with the status of its issue code.
 // Framework errors (bad media type, oversized or malformed body) keep Fastify's 4xx status.
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { FhirError, type IssueCode } from '../../fhir/outcome.js';
+import { FhirError, outcome, type IssueCode } from '../../fhir/outcome.js';
 import { storageErrorToFhir } from '../../fhir/repository/storage-errors.js';
 import { DbUnavailableError } from '../../storage/db.js';
-import { sendError } from '../reply.js';
+import { OAuthError } from '../../auth/oauth-error.js';
+import { sendError, sendOAuthError } from '../reply.js';
 
 const ISSUE_BY_STATUS: Record<number, IssueCode> = {
   400: 'invalid',
@@ -71,6 +74,8 @@ export function toFhirError(err: unknown): FhirError | undefined {
 
 export function registerErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err, request, reply) => {
+    // Thrown by hooks of the OAuth endpoints (e.g. a rate limit), whose errors are OAuth JSON.
+    if (err instanceof OAuthError) return sendOAuthError(reply, err);
     const fhirErr = toFhirError(err);
     if (fhirErr) {
       if (fhirErr.status >= 500) request.log.warn({ err, code: fhirErr.code }, fhirErr.message);
@@ -92,4 +97,27 @@ export function registerErrorHandler(app: FastifyInstance): void {
       ),
     ),
   );
+}
+
+/**
+ * Fastify `clientErrorHandler`: requests Node refuses before any route sees them (headers beyond `maxHeaderSize`,
+ * a malformed request line, a request timeout) still get an OperationOutcome (instead of Fastify's own JSON).
+ */
+export function clientErrorHandler(err: Error & { code?: string }, socket: Socket): void {
+  // A reset connection has nobody to answer.
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, code, text]: [number, IssueCode, string] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'too-long', 'Request headers are too large']
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'timeout', 'The request was not received in time']
+        : [400, 'structure', 'Malformed HTTP request'];
+  if (socket.writable) {
+    const body = JSON.stringify(outcome('error', code, text));
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/fhir+json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
 }

@@ -15,6 +15,8 @@ import { userinfo } from '../../auth/userinfo.js';
 import { FhirError } from '../../fhir/outcome.js';
 import { selectCurrent } from '../../fhir/repository/store.js';
 import type { FormBody } from '../plugins/content-types.js';
+import type { LoginGuard } from '../plugins/rate-limit.js';
+import { sendOAuthError } from '../reply.js';
 import { principalOf } from '../plugins/auth.js';
 import { adminUserRoutes } from './admin-users.js';
 
@@ -59,10 +61,16 @@ function field(body: FormBody, key: string): string | undefined {
  * `keys` is the app's key ring, used to sign ID Tokens; without it the ring persisted in the database is loaded
  * once (the same keys: every instance signs with the oldest persisted key).
  */
-export function oauthRoutes(app: FastifyInstance, deps: AuthDeps, opts: { keys?: KeyRing } = {}): void {
+export function oauthRoutes(
+  app: FastifyInstance,
+  deps: AuthDeps,
+  opts: { keys?: KeyRing; loginGuard?: LoginGuard } = {},
+): void {
   const signIdToken = createIdTokenSigner(deps.tokens.issuer, keyRingSource(deps.db, opts.keys));
+  const guard = opts.loginGuard;
+  const guarded = { config: { public: true }, ...(guard ? { onRequest: guard.perIp } : {}) };
 
-  app.post('/oauth2/token', { config: { public: true } }, async (request, reply) => {
+  app.post('/oauth2/token', guarded, async (request, reply) => {
     reply.header('cache-control', 'no-store');
     reply.header('pragma', 'no-cache');
     try {
@@ -71,11 +79,23 @@ export function oauthRoutes(app: FastifyInstance, deps: AuthDeps, opts: { keys?:
       if (!grant) throw new OAuthError('invalid_request', 'grant_type is required');
       if (grant === 'client_credentials') {
         const basic = basicCredentials(request.headers.authorization);
-        return await clientCredentialsGrant(
-          deps,
-          basic.id ?? one(body, 'client_id'),
-          basic.secret ?? one(body, 'client_secret'),
-        );
+        const clientId = basic.id ?? one(body, 'client_id');
+        // Client secrets can be guessed; codes, refresh tokens and subject tokens are not guessable.
+        const identity = `client:${clientId ?? ''}`;
+        await guard?.check(request, identity);
+        try {
+          const answer = await clientCredentialsGrant(
+            deps,
+            clientId,
+            basic.secret ?? one(body, 'client_secret'),
+          );
+          await guard?.succeeded(request, identity);
+          return answer;
+        } catch (err) {
+          if (err instanceof OAuthError && err.error === 'invalid_client')
+            await guard?.failed(request, identity);
+          throw err;
+        }
       }
       if (grant === 'authorization_code') {
         const clientId = basicCredentials(request.headers.authorization).id ?? field(body, 'client_id');
@@ -106,19 +126,30 @@ export function oauthRoutes(app: FastifyInstance, deps: AuthDeps, opts: { keys?:
       }
       throw new OAuthError('unsupported_grant_type', `Unsupported grant_type: ${grant.slice(0, 80)}`);
     } catch (err) {
-      if (err instanceof OAuthError) return reply.code(err.status).send(err.toJSON());
+      if (err instanceof OAuthError) return sendOAuthError(reply, err);
       throw err;
     }
   });
 
   // The start of the code flow: email, password and a PKCE S256 challenge give {login, code} (API.md §2).
-  app.post('/auth/login', { config: { public: true } }, async (request, reply) => {
+  app.post('/auth/login', guarded, async (request, reply) => {
     const ct = request.headers['content-type'] ?? '';
     if (!/^application\/(fhir\+)?json/.test(ct)) {
       throw new FhirError('invalid', 'The body must be JSON', 'login.content-type', { status: 415 });
     }
     reply.header('cache-control', 'no-store');
-    return passwordLogin(deps, request.body);
+    const email = (request.body as { email?: unknown } | undefined)?.email;
+    const identity = `email:${typeof email === 'string' ? email.trim().toLowerCase() : ''}`;
+    await guard?.check(request, identity);
+    try {
+      const answer = await passwordLogin(deps, request.body);
+      await guard?.succeeded(request, identity);
+      return answer;
+    } catch (err) {
+      if (err instanceof FhirError && err.code === 'login.bad-credentials')
+        await guard?.failed(request, identity);
+      throw err;
+    }
   });
 
   // RFC 7009: 200 for every well-formed request, whether or not the token was known.
@@ -129,7 +160,7 @@ export function oauthRoutes(app: FastifyInstance, deps: AuthDeps, opts: { keys?:
       await revokeToken(deps, token);
       return reply.code(200).header('cache-control', 'no-store').send();
     } catch (err) {
-      if (err instanceof OAuthError) return reply.code(err.status).send(err.toJSON());
+      if (err instanceof OAuthError) return sendOAuthError(reply, err);
       throw err;
     }
   });

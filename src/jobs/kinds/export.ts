@@ -1,9 +1,13 @@
 // Bulk Data export job (https://hl7.org/fhir/uv/bulkdata/export.html, API.md §5): streams stored JSON text
-// (`content::text`, never parsed) page by page in rid order into one NDJSON file per type, so memory stays flat.
-// The checkpoint holds the position and each file's size; a resumed job cuts its files back to those sizes.
+// (`content::text`) page by page in rid order into one file per type, so memory stays flat. NDJSON files hold the
+// stored text as it is (never parsed); a CSV export (`_outputFormat=text/csv`, one type) writes the rows of $csv
+// (src/fhir/csv/table.ts) after a BOM and header row. The checkpoint holds the position and each file's size; a
+// resumed job cuts its files back to those sizes.
 // The patient compartment is approximated by references: Patient resources, and resources with a reference to a
 // Patient (to one of the Group's Patients for Group/<id>/$export).
 import type { Queryable } from '../../storage/db.js';
+import { csvTable, type CellFailure } from '../../fhir/csv/table.js';
+import { contentJson } from '../../fhir/search/sql.js';
 import type { Resource } from '../../fhir/types.js';
 import type { JobEnv, JobKind, StepResult } from '../kind.js';
 import type { JobRow } from '../queue.js';
@@ -17,6 +21,9 @@ export interface ExportParams {
   projectId: string | null;
   /** Group level: ids of the Group's Patient members. */
   patients?: string[];
+  /** Absent: NDJSON. `csv`: one type, columns from `fields` (the `_fields` text of $csv). */
+  format?: 'csv';
+  fields?: string;
 }
 
 interface FileState {
@@ -30,16 +37,52 @@ interface ExportState {
   after: number;
   files: FileState[];
   total: number;
+  /** CSV: a FHIRPath failure was logged already (once per job). */
+  logged?: boolean;
 }
 
-const fileKey = (jobId: string, type: string): string => `exports/${jobId}/${type}.ndjson`;
-export const exportFileKey = fileKey;
+/** The file store key of an output file (`Patient.ndjson`, `Patient.csv`). */
+export const exportFileKey = (jobId: string, file: string): string => `exports/${jobId}/${file}`;
+
+/** How rows become file text. */
+interface FileFormat {
+  ext: 'ndjson' | 'csv';
+  /** Written when a type's file begins (CSV: BOM and header row), so that a type without rows has a file too. */
+  head?: string;
+  /** CSV: top-level properties left in storage (see SearchRequest.omit). */
+  omit?: readonly string[];
+  text(rows: readonly { json: string }[]): string;
+  failures(): { count: number; first: CellFailure } | undefined;
+}
+
+const NDJSON: FileFormat = {
+  ext: 'ndjson',
+  text: (rows) => rows.map((r) => r.json).join('\n') + '\n',
+  failures: () => undefined,
+};
+
+function fileFormat(p: ExportParams): FileFormat {
+  if (p.format !== 'csv') return NDJSON;
+  const table = csvTable(p.types[0] as string, p.fields ?? '');
+  return {
+    ext: 'csv',
+    head: table.head,
+    ...(table.omit ? { omit: table.omit } : {}),
+    text: (rows) => rows.map((r) => table.row(r.json)).join(''),
+    failures: table.failures,
+  };
+}
+
+const extOf = (p: ExportParams): string => (p.format === 'csv' ? 'csv' : 'ndjson');
+const fileKey = (job: JobRow, type: string): string =>
+  exportFileKey(job.id, `${type}.${extOf(job.params as unknown as ExportParams)}`);
 
 function pageQuery(
   p: ExportParams,
   type: string,
   after: number,
   limit: number,
+  omit: readonly string[] | undefined,
 ): { text: string; values: unknown[] } {
   const values: unknown[] = [type, after, limit];
   const conds = ['r.resource_type = $1', 'NOT r.deleted', 'r.rid > $2'];
@@ -56,32 +99,51 @@ function pageQuery(
     conds.push(`EXISTS (SELECT 1 FROM sp_reference s WHERE s.rid = r.rid AND s.target_type = 'Patient')`);
   }
   return {
-    text: `SELECT r.rid, r.content::text AS json FROM resources r WHERE ${conds.join(' AND ')} ORDER BY r.rid LIMIT $3`,
+    text: `SELECT r.rid, ${contentJson('r', omit, (v) => `$${values.push(v)}`)} AS json FROM resources r WHERE ${conds.join(' AND ')} ORDER BY r.rid LIMIT $3`,
     values,
   };
 }
 
-async function page(db: Queryable, p: ExportParams, type: string, after: number, limit: number) {
-  const q = pageQuery(p, type, after, limit);
+async function page(
+  db: Queryable,
+  p: ExportParams,
+  type: string,
+  after: number,
+  limit: number,
+  omit?: readonly string[],
+) {
+  const q = pageQuery(p, type, after, limit, omit);
   return (await db.query<{ rid: number; json: string }>(q.text, q.values)).rows;
 }
 
 function output(env: JobEnv, job: JobRow, s: ExportState): Resource {
+  const ext = extOf(job.params as unknown as ExportParams);
   return {
     resourceType: 'Parameters',
     parameter: s.files.map((f) => ({
       name: 'output',
       part: [
         { name: 'type', valueCode: f.type },
-        { name: 'url', valueUri: `${env.fhirBase}/AsyncJob/${job.id}/output/${f.type}.ndjson` },
+        { name: 'url', valueUri: `${env.fhirBase}/AsyncJob/${job.id}/output/${f.type}.${ext}` },
       ],
     })),
   };
 }
 
-export function exportKind(opts: { pageSize?: number; stepMs?: number } = {}): JobKind<ExportState> {
+export interface ExportKindOptions {
+  /** Rows per query. */
+  pageSize?: number;
+  /** A step (the work between two checkpoints) ends after this long, or after `pagesPerStep` pages. */
+  stepMs?: number;
+  pagesPerStep?: number;
+  /** Told once per CSV job when a FHIRPath failed on some resources (their cells are empty). */
+  log?: { warn(obj: unknown, msg: string): void };
+}
+
+export function exportKind(opts: ExportKindOptions = {}): JobKind<ExportState> {
   const pageSize = opts.pageSize ?? 2000;
   const stepMs = opts.stepMs ?? 250;
+  const pagesPerStep = opts.pagesPerStep ?? 10;
   return {
     async start(env, job) {
       // A worker that died before its first checkpoint may have left a partial file.
@@ -89,36 +151,47 @@ export function exportKind(opts: { pageSize?: number; stepMs?: number } = {}): J
       return { ti: 0, after: 0, files: [], total: 0 };
     },
     async resume(env, job, s) {
-      for (const f of s.files) await env.files.truncate(fileKey(job.id, f.type), f.size);
+      for (const f of s.files) await env.files.truncate(fileKey(job, f.type), f.size);
       const current = (job.params as unknown as ExportParams).types[s.ti];
       if (current && !s.files.some((f) => f.type === current))
-        await env.files.truncate(fileKey(job.id, current), 0);
+        await env.files.truncate(fileKey(job, current), 0);
     },
-    // One step: pages of the current type until one non-empty page is written or the time budget is spent.
+    // One step: pages in rid order, each next page read from the database while the current one is written.
     async runStep(env, job, prev): Promise<StepResult<ExportState>> {
       const p = job.params as unknown as ExportParams;
       const s: ExportState = { ...prev, files: prev.files.map((f) => ({ ...f })) };
+      const format = fileFormat(p);
       const until = Date.now() + stepMs;
-      while (s.ti < p.types.length) {
+      const read = (): Promise<{ rid: number; json: string }[]> =>
+        page(env.db, p, p.types[s.ti] as string, s.after, pageSize, format.omit);
+      let pending = s.ti < p.types.length ? read() : undefined;
+      for (let pages = 1; pending; pages++) {
         const type = p.types[s.ti] as string;
-        const rows = await page(env.db, p, type, s.after, pageSize);
-        if (rows.length > 0) {
-          const size = await env.files.append(
-            fileKey(job.id, type),
-            rows.map((r) => r.json).join('\n') + '\n',
-          );
-          let f = s.files.find((x) => x.type === type);
-          if (!f) s.files.push((f = { type, size: 0, count: 0 }));
-          f.size = size;
-          f.count += rows.length;
-          s.total += rows.length;
-          s.after = Number((rows[rows.length - 1] as { rid: number }).rid);
-        }
+        const rows = await pending;
+        if (rows.length > 0) s.after = Number((rows[rows.length - 1] as { rid: number }).rid);
         if (rows.length < pageSize) {
           s.ti++;
           s.after = 0;
         }
-        if (rows.length > 0 || Date.now() > until) break;
+        pending = s.ti < p.types.length && pages < pagesPerStep && Date.now() < until ? read() : undefined;
+        let f = s.files.find((x) => x.type === type);
+        const head = !f && format.head !== undefined ? format.head : '';
+        const text = head + (rows.length > 0 ? format.text(rows) : '');
+        if (text !== '') {
+          const size = await env.files.append(fileKey(job, type), text);
+          if (!f) s.files.push((f = { type, size: 0, count: 0 }));
+          f.size = size;
+          f.count += rows.length;
+          s.total += rows.length;
+        }
+      }
+      const failures = format.failures();
+      if (failures && !s.logged) {
+        opts.log?.warn(
+          { job: job.id, failures },
+          'CSV export: a FHIRPath failed on some resources; their cells are empty',
+        );
+        s.logged = true;
       }
       const done = s.ti >= p.types.length;
       return {

@@ -1,14 +1,12 @@
 // The job kinds this server runs, by the `kind` stored in the queue.
 import type { JobKind } from '../kind.js';
 import { expungeKind } from './expunge.js';
-import { exportKind } from './export.js';
+import { exportKind, type ExportKindOptions } from './export.js';
 import { reindexKind } from './reindex.js';
 
-export function defaultKinds(opts: { exportPageSize?: number } = {}): Record<string, JobKind<never>> {
+export function defaultKinds(opts: { export?: ExportKindOptions } = {}): Record<string, JobKind<never>> {
   return {
-    export: exportKind({
-      ...(opts.exportPageSize ? { pageSize: opts.exportPageSize } : {}),
-    }) as JobKind<never>,
+    export: exportKind(opts.export) as JobKind<never>,
     reindex: reindexKind() as JobKind<never>,
     expunge: expungeKind() as JobKind<never>,
   };

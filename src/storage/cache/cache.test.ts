@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { createMemoryCache, createRedisCache, openCache, type Cache } from './index.js';
+import { createMemoryCache, createRedisCache, openCache, type Cache, type CacheStore } from './index.js';
 
 function fakeLog() {
   return {
@@ -63,6 +63,22 @@ describe('memory cache', () => {
     expect(await cache.get('d')).toBe('D');
   });
 
+  it('counts within a fixed window that starts at the first increment', async () => {
+    let now = 1_000_000;
+    const cache = createMemoryCache({ max: 10, clock: () => now });
+    expect(await cache.peek('c')).toEqual({ count: 0, ttlMs: 0 });
+    expect(await cache.increment('c', 1000)).toEqual({ count: 1, ttlMs: 1000 });
+    now += 400;
+    expect(await cache.increment('c', 1000)).toEqual({ count: 2, ttlMs: 600 });
+    expect(await cache.peek('c')).toEqual({ count: 2, ttlMs: 600 });
+    now += 600;
+    expect(await cache.peek('c')).toEqual({ count: 0, ttlMs: 0 });
+    expect(await cache.increment('c', 1000)).toEqual({ count: 1, ttlMs: 1000 });
+    await cache.reset('c');
+    expect(await cache.peek('c')).toEqual({ count: 0, ttlMs: 0 });
+    expect(await cache.health()).toBe('ok');
+  });
+
   it('openCache without a Redis URL opens a memory cache', async () => {
     const cache = openCache({ log: fakeLog() });
     expect(cache.kind).toBe('memory');
@@ -80,6 +96,8 @@ describe('Redis cache fallback when Redis is unreachable', () => {
     });
     try {
       expect(cache.kind).toBe('redis');
+      expect(await cache.health()).toBe('unreachable');
+      expect(await cache.increment('n', 60_000)).toEqual({ count: 1, ttlMs: 60_000 });
       await cache.set('a', 'A', 60_000);
       expect(await cache.get('a')).toBe('A');
       await cache.set('b', 'B', 60_000);
@@ -111,7 +129,7 @@ describe.skipIf(!process.env.TEST_REDIS_URL)('Redis cache against a real Redis',
     return raw;
   }
 
-  function open(log = fakeLog(), redisUrl = url): Cache {
+  function open(log = fakeLog(), redisUrl = url): CacheStore {
     const cache = createRedisCache(redisUrl, { keyPrefix: prefix, log });
     caches.push(cache);
     return cache;
@@ -142,6 +160,22 @@ describe.skipIf(!process.env.TEST_REDIS_URL)('Redis cache against a real Redis',
     await new Promise((r) => setTimeout(r, 120));
     expect(await cache.get('short')).toBeUndefined();
     expect(log.warn).not.toHaveBeenCalled();
+  });
+
+  it('counts in Redis under the key prefix, shared by instances, with the window as expiry', async () => {
+    const a = open();
+    const b = open();
+    expect(await a.health()).toBe('ok');
+    expect(await a.increment('n', 60_000)).toMatchObject({ count: 1 });
+    const second = await b.increment('n', 60_000);
+    expect(second.count).toBe(2);
+    expect(second.ttlMs).toBeGreaterThan(59_000);
+    expect(await a.peek('n')).toMatchObject({ count: 2 });
+    expect(await rawClient().get(`${prefix}n`)).toBe('2');
+    const pttl = await rawClient().pttl(`${prefix}n`);
+    expect(pttl).toBeGreaterThan(59_000);
+    await b.reset('n');
+    expect(await a.peek('n')).toEqual({ count: 0, ttlMs: 0 });
   });
 
   it('shares entries between two instances', async () => {

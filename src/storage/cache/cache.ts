@@ -9,7 +9,26 @@ export interface Cache {
   /** Stores the value for ttlMs milliseconds; a ttlMs ≤ 0 removes the key instead. */
   set(key: string, value: string, ttlMs: number): Promise<void>;
   delete(key: string): Promise<void>;
+  /** Whether the backing store answers now ('unreachable' while Redis is down); absent means always 'ok'. */
+  health?(): Promise<'ok' | 'unreachable'>;
   close(): Promise<void>;
+}
+
+/** A counter within a fixed window: its value and the milliseconds left until the window ends. */
+export interface CounterValue {
+  count: number;
+  ttlMs: number;
+}
+
+/**
+ * Fixed-window counters (rate limits), kept beside the cache entries and shared by every instance with Redis.
+ * The window starts at the first increment and the counter vanishes when it ends.
+ */
+export interface Counters {
+  increment(key: string, windowMs: number): Promise<CounterValue>;
+  /** The counter without changing it ({count: 0, ttlMs: 0} when absent). */
+  peek(key: string): Promise<CounterValue>;
+  reset(key: string): Promise<void>;
 }
 
 /** The subset of a pino logger the caches use. Keys and values are never logged. */
@@ -17,3 +36,6 @@ export interface CacheLogger {
   warn(obj: object, msg: string): void;
   info?(obj: object, msg: string): void;
 }
+
+/** What memory.ts and redis.ts implement: a cache, counters, and a health check. */
+export type CacheStore = Cache & Counters & { health(): Promise<'ok' | 'unreachable'> };

@@ -1,9 +1,9 @@
 // Opens the configured cache: Redis when a URL is configured (shared by every instance), else in-process.
-import type { Cache, CacheLogger } from './cache.js';
+import type { CacheLogger, CacheStore } from './cache.js';
 import { createMemoryCache } from './memory.js';
 import { createRedisCache } from './redis.js';
 
-export type { Cache, CacheLogger } from './cache.js';
+export type { Cache, CacheLogger, CacheStore, CounterValue, Counters } from './cache.js';
 export { createMemoryCache, type MemoryCacheOptions } from './memory.js';
 export { createRedisCache, type RedisCacheOptions } from './redis.js';
 
@@ -14,15 +14,18 @@ export interface OpenCacheOptions {
   memoryMax?: number;
   /** Prefix of every Redis key; default 'cinder:'. */
   keyPrefix?: string;
+  /** Redis connect and command timeout in milliseconds (default 2000). */
+  timeoutMs?: number;
 }
 
-export function openCache(opts: OpenCacheOptions): Cache {
+export function openCache(opts: OpenCacheOptions): CacheStore {
   const max = opts.memoryMax ?? 10_000;
   if (opts.redisUrl) {
     return createRedisCache(opts.redisUrl, {
       keyPrefix: opts.keyPrefix ?? 'cinder:',
       log: opts.log,
       fallbackMax: max,
+      ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
     });
   }
   return createMemoryCache({ max });

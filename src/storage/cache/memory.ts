@@ -1,6 +1,6 @@
 // In-process cache: bounded LRU (lru-cache) with per-entry expiry checked against an injectable clock.
 import { LRUCache } from 'lru-cache';
-import type { Cache } from './cache.js';
+import type { CacheStore, CounterValue } from './cache.js';
 
 export interface MemoryCacheOptions {
   /** Largest number of entries kept; the least recently used entry is evicted beyond it. */
@@ -14,7 +14,7 @@ interface Entry {
   expiresAt: number;
 }
 
-export function createMemoryCache(opts: MemoryCacheOptions): Cache {
+export function createMemoryCache(opts: MemoryCacheOptions): CacheStore {
   if (!Number.isInteger(opts.max) || opts.max < 1)
     throw new RangeError('memory cache max must be a positive integer');
   const now = opts.clock ?? Date.now;
@@ -39,6 +39,29 @@ export function createMemoryCache(opts: MemoryCacheOptions): Cache {
       lru.set(key, { value, expiresAt: now() + ttlMs });
     },
     async delete(key) {
+      lru.delete(key);
+    },
+    async health() {
+      return 'ok';
+    },
+    async increment(key, windowMs) {
+      const t = now();
+      const entry = lru.get(key);
+      if (entry === undefined || entry.expiresAt <= t) {
+        lru.set(key, { value: '1', expiresAt: t + windowMs });
+        return { count: 1, ttlMs: windowMs };
+      }
+      const count = Number(entry.value) + 1;
+      entry.value = String(count);
+      return { count, ttlMs: entry.expiresAt - t };
+    },
+    async peek(key): Promise<CounterValue> {
+      const t = now();
+      const entry = lru.get(key);
+      if (entry === undefined || entry.expiresAt <= t) return { count: 0, ttlMs: 0 };
+      return { count: Number(entry.value), ttlMs: entry.expiresAt - t };
+    },
+    async reset(key) {
       lru.delete(key);
     },
     async close() {

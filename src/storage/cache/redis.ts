@@ -2,7 +2,7 @@
 // Redis is down or a command fails, that call is served by an in-process memory cache instead, with one
 // warning per outage and one info line on recovery. Keys and values are never logged.
 import { Redis } from 'ioredis';
-import type { Cache, CacheLogger } from './cache.js';
+import type { CacheLogger, CacheStore, CounterValue } from './cache.js';
 import { createMemoryCache } from './memory.js';
 
 export interface RedisCacheOptions {
@@ -14,6 +14,13 @@ export interface RedisCacheOptions {
   /** Connect and command timeout in milliseconds (default 2000). */
   timeoutMs?: number;
 }
+
+// A fixed window: the first increment starts it (a key left without expiry by an interrupted script gets one).
+const INCREMENT = `local c = redis.call('INCR', KEYS[1])
+if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
+return {c, ttl}`;
 
 /** Deletes made during an outage are replayed on recovery; at most this many are remembered. */
 const MAX_PENDING_DELETES = 10_000;
@@ -27,7 +34,7 @@ function describe(err: unknown): { message: string; code?: string } {
   return { message: String(err) };
 }
 
-export function createRedisCache(url: string, opts: RedisCacheOptions): Cache {
+export function createRedisCache(url: string, opts: RedisCacheOptions): CacheStore {
   const { log } = opts;
   const timeoutMs = opts.timeoutMs ?? 2000;
   const fallback = createMemoryCache({ max: opts.fallbackMax ?? 10_000 });
@@ -135,6 +142,38 @@ export function createRedisCache(url: string, opts: RedisCacheOptions): Cache {
       );
     },
     delete: del,
+    async health() {
+      if (!closed) await firstAttempt;
+      if (closed || client.status !== 'ready') return 'unreachable';
+      try {
+        await client.ping();
+        return 'ok';
+      } catch {
+        return 'unreachable';
+      }
+    },
+    async increment(key, windowMs): Promise<CounterValue> {
+      const ms = Math.max(1, Math.ceil(windowMs));
+      return run(
+        async () => {
+          const [count, ttlMs] = (await client.eval(INCREMENT, 1, key, ms)) as [number, number];
+          return { count, ttlMs };
+        },
+        () => fallback.increment(key, ms),
+      );
+    },
+    async peek(key): Promise<CounterValue> {
+      return run(
+        async () => {
+          const r = await client.multi().get(key).pttl(key).exec();
+          const count = Number(r?.[0]?.[1] ?? 0);
+          const ttlMs = Number(r?.[1]?.[1] ?? 0);
+          return count > 0 && ttlMs > 0 ? { count, ttlMs } : { count: 0, ttlMs: 0 };
+        },
+        () => fallback.peek(key),
+      );
+    },
+    reset: del,
     async close() {
       if (closed) return;
       closed = true;

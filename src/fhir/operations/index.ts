@@ -1,0 +1,16 @@
+// Every FHIR operation Cinder offers, as data (ARCHITECTURE habit 4): the HTTP routes (src/http/routes/operations.ts)
+// and the CapabilityStatement are derived from this list.
+import { cancelOperation } from './cancel.js';
+import { csvOperation } from './csv.js';
+import { exportOperations } from './export.js';
+import { expungeOperation } from './expunge.js';
+import type { OperationDefinition } from './operation.js';
+import { reindexOperation } from './reindex.js';
+
+export const OPERATIONS: readonly OperationDefinition[] = [
+  ...exportOperations,
+  reindexOperation,
+  expungeOperation,
+  cancelOperation,
+  csvOperation,
+];

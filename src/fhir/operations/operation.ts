@@ -1,0 +1,48 @@
+// What an operation declares about itself (ARCHITECTURE habit 4, https://hl7.org/fhir/R4/operations.html): its code,
+// where it is invoked, whether it changes state, and the function that runs it. Routes and the CapabilityStatement
+// are derived from these definitions (src/fhir/operations/index.ts), never written out by hand.
+import type { Db } from '../../storage/db.js';
+import type { Signals } from '../../storage/signals.js';
+import type { RepoContext } from '../repository/context.js';
+import type { FhirResult } from '../result.js';
+import type { AsyncRequest } from './async-start.js';
+
+/** What operations may use, passed in by the HTTP layer. */
+export interface OperationEnv {
+  db: Db;
+  signals: Signals;
+}
+
+/** One invocation: the caller, the target named in the URL, and the parameters. */
+export interface OperationInput {
+  ctx: RepoContext;
+  /** The resource type of a type- or instance-level call. */
+  type: string;
+  /** The resource id of an instance-level call. */
+  id: string;
+  request: AsyncRequest;
+  /** Reports a problem worth an operator's attention (the request's logger). */
+  warn(obj: Record<string, unknown>, msg: string): void;
+}
+
+export interface OperationDefinition {
+  code: string;
+  /** system: `{fhir}/$code`; type: `{fhir}/<Type>/$code`; instance: `{fhir}/<Type>/<id>/$code`. */
+  level: 'system' | 'type' | 'instance';
+  /** Types a type- or instance-level operation applies to; `any`: routed for every type name, `supports` tells which work. */
+  types?: readonly string[] | 'any';
+  supports?: (type: string) => boolean;
+  /** true: POST only. false: GET and POST, unless `methods` narrows it. */
+  affectsState: boolean;
+  methods?: readonly ('GET' | 'POST')[];
+  /** Accept any request body, whatever its Content-Type (an empty `$cancel` POST). */
+  anyBody?: boolean;
+  /** Canonical URL of a published OperationDefinition; Cinder's own are `{fhir}/OperationDefinition/<code>`. */
+  definition?: string;
+  run(env: OperationEnv, input: OperationInput): Promise<FhirResult>;
+}
+
+/** HTTP methods an operation answers. */
+export function operationMethods(op: OperationDefinition): readonly ('GET' | 'POST')[] {
+  return op.methods ?? (op.affectsState ? ['POST'] : ['GET', 'POST']);
+}

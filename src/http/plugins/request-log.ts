@@ -1,0 +1,37 @@
+// A request id on every log line of a request, including lines logged below the HTTP layer (auth, cache, storage):
+// code there is handed a logger from `contextLogger(root)`, which logs through the current request's logger
+// (`request.log`, which carries `reqId`) while it runs for a request, and through the root logger otherwise.
+// The current request is tracked with AsyncLocalStorage, re-entered after body parsing (whose stream events run
+// in the socket's context), as @fastify/request-context does.
+import { AsyncLocalStorage, AsyncResource } from 'node:async_hooks';
+import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
+
+const current = new AsyncLocalStorage<FastifyBaseLogger>();
+
+/** A logger that follows the request being served: its lines carry that request's `reqId`. */
+export function contextLogger(root: FastifyBaseLogger): FastifyBaseLogger {
+  return new Proxy(root, {
+    get(target, prop) {
+      const log = current.getStore() ?? target;
+      const value: unknown = Reflect.get(log, prop, log);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(log) : value;
+    },
+  });
+}
+
+/** Register first, so that every later hook and the handler run inside the request's context. */
+export function registerRequestLog(app: FastifyInstance): void {
+  const scopes = new WeakMap<FastifyRequest, AsyncResource>();
+  app.addHook('onRequest', (request, _reply, done) => {
+    current.run(request.log, () => {
+      const scope = new AsyncResource('cinder-request');
+      scopes.set(request, scope);
+      scope.runInAsyncScope(done);
+    });
+  });
+  app.addHook('preValidation', (request, _reply, done) => {
+    const scope = scopes.get(request);
+    if (scope) scope.runInAsyncScope(done);
+    else done();
+  });
+}

@@ -1,0 +1,88 @@
+// Every official HL7 R4 example (hl7.fhir.r4.examples@4.0.1, CC0) is accepted by update (PUT with its own id)
+// and reads back equal apart from meta. Examples that break the R4 rules themselves are listed with a reason.
+// The examples are split into shards, one test file each, so that the test runner's workers share them.
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isResourceType } from '../../src/fhir/definitions/index.js';
+import { testDatabases } from './db.js';
+import { startTestApp, type TestApp } from './app.js';
+import { KNOWN_BAD_EXAMPLES } from './known-invalid-examples.js';
+
+const dir = path.resolve('node_modules/hl7.fhir.r4.examples');
+
+function loadExamples(): { file: string; resource: Record<string, unknown> }[] {
+  return fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith('.json') && f !== 'package.json' && !f.startsWith('.'))
+    .sort()
+    .map((file) => ({
+      file,
+      resource: JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8')) as Record<string, unknown>,
+    }))
+    .filter(
+      (x) =>
+        typeof x.resource.resourceType === 'string' &&
+        typeof x.resource.id === 'string' &&
+        isResourceType(x.resource.resourceType),
+    );
+}
+
+function withoutMeta(r: Record<string, unknown>): Record<string, unknown> {
+  const { meta: _meta, ...rest } = r;
+  return rest;
+}
+
+async function pool<T>(items: T[], n: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (next < items.length) await fn(items[next++] as T);
+    }),
+  );
+}
+
+/** Tests shard `shard` (0-based) of `shards` of the examples, on every test database. */
+export function describeExamples(shard: number, shards: number): void {
+  describe.each(testDatabases())(`HL7 R4 examples (part ${shard + 1} of ${shards}) on $name`, (database) => {
+    let t: TestApp;
+    const all = loadExamples();
+    const examples = all.filter((_, i) => i % shards === shard);
+    const known = new Set(examples.map((x) => x.file));
+    beforeAll(async () => {
+      t = await startTestApp(database);
+    });
+    afterAll(async () => t?.close());
+
+    it(`stores and reads back all ${examples.length} examples`, async () => {
+      expect(examples.length).toBeGreaterThan(2000 / shards);
+      const files = new Set(all.map((x) => x.file));
+      expect(Object.keys(KNOWN_BAD_EXAMPLES).filter((f) => !files.has(f))).toEqual([]);
+      const rejected: string[] = [];
+      const mismatched: string[] = [];
+      // Examples share ids across files only for different types; PUT keeps the example's own id.
+      await pool(examples, 8, async ({ file, resource }) => {
+        const url = `${t.fhir}/${resource.resourceType as string}/${resource.id as string}`;
+        const put = await t.request({ method: 'PUT', url, token: t.adminToken, payload: resource });
+        if (put.statusCode !== 201 && put.statusCode !== 200) {
+          rejected.push(file);
+          if (!KNOWN_BAD_EXAMPLES[file]) console.log(file, put.statusCode, put.body.slice(0, 400));
+          return;
+        }
+        const read = await t.request({ method: 'GET', url, token: t.adminToken });
+        const back = read.json() as Record<string, unknown>;
+        try {
+          expect(withoutMeta(back)).toEqual(withoutMeta(resource));
+        } catch {
+          mismatched.push(file);
+        }
+      });
+      expect(mismatched).toEqual([]);
+      expect(rejected.sort()).toEqual(
+        Object.keys(KNOWN_BAD_EXAMPLES)
+          .filter((f) => known.has(f))
+          .sort(),
+      );
+    }, 600_000);
+  });
+}
