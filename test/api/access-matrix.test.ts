@@ -84,7 +84,10 @@ const POLICY = {
   'GET Login':                         [...UNAUTH,                  403,    200,     200,       200,   403],
   'GET /auth/me':                      [...UNAUTH,                  200,    200,     200,       200,   200],
   'GET /oauth2/userinfo':              [...UNAUTH,                  200,    200,     200,       200,   200],
-  // Further operations (e.g. $csv once it is merged) add one line here and one request in REQUESTS below.
+  'GET Patient/$csv?_id=:id':          [...UNAUTH,                  '200 rows=1', '200 rows=1', '200 rows=0', '200 rows=1', '200 rows=1'],
+  'GET AsyncJob/$csv?_id=:adminJob':   [...UNAUTH,                  '200 rows=0', '200 rows=1', '200 rows=0', '200 rows=1', '200 rows=0'],
+  'GET ClientApplication/$csv':        [...UNAUTH,                  400,    400,     400,       400,   400],
+  // Further operations add one line here and one request in REQUESTS below.
 } satisfies Record<string, Row>;
 type Endpoint = keyof typeof POLICY;
 
@@ -93,8 +96,8 @@ interface Req extends InjectOptions {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   url: string;
   target?: { type: string; id: string };
-  /** Whether the answer is summarised as `200 n=<entries>` (searches) or `200 [<statuses>]` (batches). */
-  answer?: 'count' | 'entries';
+  /** Whether the answer is summarised as `200 n=<entries>` (searches), `200 [<statuses>]` (batches) or `200 rows=<n>` (CSV). */
+  answer?: 'count' | 'entries' | 'rows';
   /** false: no missing-id twin (a PUT of a missing id creates it). */
   twin?: false;
 }
@@ -265,6 +268,17 @@ describe('access matrix', () => {
       headers: { 'content-type': 'application/json' },
       payload: { password: `pw-${randomUUID()}` },
     }),
+    'GET Patient/$csv?_id=:id': () => ({
+      method: 'GET',
+      url: `Patient/$csv?_id=${f.patient}&_fields=id,name`,
+      answer: 'rows',
+    }),
+    'GET AsyncJob/$csv?_id=:adminJob': () => ({
+      method: 'GET',
+      url: `AsyncJob/$csv?_id=${f.adminJob}&_fields=id,status`,
+      answer: 'rows',
+    }),
+    'GET ClientApplication/$csv': () => ({ method: 'GET', url: 'ClientApplication/$csv?_fields=id,secret' }),
     'GET ClientApplication/:id': () => ({
       method: 'GET',
       url: `ClientApplication/${f.memberClient}`,
@@ -429,6 +443,7 @@ describe('access matrix', () => {
   /** The answer as the table writes it. */
   const answerOf = (req: Req, res: LightMyRequestResponse): Answer => {
     if (res.statusCode !== 200 || !req.answer) return res.statusCode;
+    if (req.answer === 'rows') return `200 rows=${res.body.split('\r\n').filter(Boolean).length - 1}`;
     const entries = (res.json().entry ?? []) as { response?: { status: string } }[];
     if (req.answer === 'count') return `200 n=${entries.length}`;
     return `200 [${entries.map((e) => e.response?.status.split(' ')[0]).join(' ')}]`;

@@ -1,6 +1,7 @@
 // FHIR operations (https://hl7.org/fhir/R4/operations.html): one route per method and path, derived from the
 // definitions in src/fhir/operations (ARCHITECTURE habit 4). HTTP in, an OperationInput out, the result replied.
 import type { FastifyInstance, FastifyRequest, RouteHandlerMethod } from 'fastify';
+import { resourceTypes } from '../../fhir/definitions/index.js';
 import { OPERATIONS } from '../../fhir/operations/index.js';
 import {
   operationMethods,
@@ -23,7 +24,9 @@ type Query = Record<string, string | string[]>;
 export function operationPaths(op: OperationDefinition): string[] {
   const at = op.level === 'instance' ? `/:id/$${op.code}` : `/$${op.code}`;
   if (op.level === 'system') return [at];
-  return op.types === 'any' || op.types === undefined ? [`/:type${at}`] : op.types.map((t) => `/${t}${at}`);
+  if (op.types !== 'any' && op.types !== undefined) return op.types.map((t) => `/${t}${at}`);
+  // Every type by name (a static segment, so `/AsyncJob/:id` cannot take `AsyncJob/$csv`), then any other name.
+  return [...resourceTypes().map((t) => `/${t}${at}`), `/:type${at}`];
 }
 
 export function operationRoutes(app: FastifyInstance, deps: OperationRouteDeps): void {
@@ -46,7 +49,7 @@ export function operationRoutes(app: FastifyInstance, deps: OperationRouteDeps):
   };
   const register = (scope: FastifyInstance, op: OperationDefinition): void => {
     for (const url of operationPaths(op)) {
-      const type = /^\/([A-Z][A-Za-z]+)\//.exec(url)?.[1];
+      const type = /^\/([A-Z][A-Za-z]*)\//.exec(url)?.[1];
       const handler: RouteHandlerMethod = async (req, reply) =>
         sendResult(reply, await op.run(deps, input(req, type)), deps.fhirBase);
       scope.route({ method: [...operationMethods(op)], url, handler });
