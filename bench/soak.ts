@@ -81,7 +81,7 @@ const json = (ctx: Ctx, token = ctx.auth) => ({
   'content-type': FHIR_JSON,
 });
 
-/** The operations of the mix: name, weight, and one iteration. Further operations ($csv, issue 5) add a row. */
+/** The operations of the mix: name, weight, and one iteration. A further operation is one more row. */
 const OPERATIONS: { name: string; weight: number; run: (ctx: Ctx) => Promise<void> }[] = [
   {
     name: 'read',
@@ -108,6 +108,14 @@ const OPERATIONS: { name: string; weight: number; run: (ctx: Ctx) => Promise<voi
         body: JSON.stringify(makePatient(ctx.n++)),
       });
       if (res?.status === 201) ctx.created.push((JSON.parse(res.body) as { id: string }).id);
+    },
+  },
+  {
+    name: '$csv (family, 6 fields)',
+    weight: 3,
+    run: async (ctx) => {
+      const q = `family=${encodeURIComponent(pick(families()))}&_fields=id,name,address,telecom,birthDate,gender`;
+      await call('$csv (family, 6 fields)', [200], `${ctx.fhir}/Patient/$csv?${q}`, { headers: json(ctx) });
     },
   },
   {

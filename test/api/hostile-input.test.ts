@@ -288,6 +288,63 @@ describe.each(testDatabases())('hostile input on $name', (database) => {
     await unchanged();
   });
 
+  it('$csv: hostile and random _fields (search parameters, FHIRPath fragments, quotes) → 200 or 400', async () => {
+    const fragment = fc.constantFrom(
+      'name.given.substring(0, 3)',
+      "'=1+1'",
+      ' -1 ',
+      "name.where(use = 'official').family",
+      '(name | address).first()',
+      "iif(gender = 'male', 1, 2)",
+      '%resource.id',
+      '%nope',
+      '$this',
+      'descendants().count()',
+      "trace('x')",
+      'repeat(name)',
+      'nosuchfunction()',
+      'name.given[0',
+      'name)',
+      '"quoted, comma"',
+      "extension('http://x').value",
+      'birthDate + 1 year',
+      "telecom.value.matches('(a+)+$')",
+      'ofType(HumanName)',
+    );
+    const entry = fc.oneof(
+      {
+        weight: 3,
+        arbitrary: fc
+          .constantFrom(...TYPES)
+          .chain((ty) => fc.constantFrom(...paramsOf(ty).map((p) => p.code))),
+      },
+      { weight: 3, arbitrary: fragment },
+      { weight: 2, arbitrary: hostile },
+    );
+    const answers: Record<number, number> = {};
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...TYPES),
+        fc.array(entry, { minLength: 1, maxLength: 4 }),
+        async (type, entries) => {
+          const fields = entries.join(',');
+          // URLSearchParams (unlike encodeURIComponent) accepts lone surrogates: it sends U+FFFD.
+          const res = await get(
+            `${t.fhir}/${type}/$csv?${new URLSearchParams({ _fields: fields }).toString()}`,
+          );
+          sane(res, `${type}/$csv?_fields=${fields}`);
+          expect([200, 400], `${type} ${fields}: ${res.body.slice(0, 300)}`).toContain(res.statusCode);
+          if (res.statusCode === 200) expect(res.body.startsWith('\uFEFF')).toBe(true);
+          else expect(res.json().issue[0].code).toBe('invalid');
+          answers[res.statusCode] = (answers[res.statusCode] ?? 0) + 1;
+        },
+      ),
+      runs(150),
+    );
+    expect(answers[200] ?? 0, JSON.stringify(answers)).toBeGreaterThan(10);
+    await unchanged();
+  });
+
   it('search: forged paging cursors for every sort type', async () => {
     const sorts = [
       'birthdate',
