@@ -1,8 +1,8 @@
 // Starts a built Cinder server as its own process (so its RSS is its own) and stops it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
+import { freePort } from '../test/support/server-process.js';
 
 export const ADMIN = { clientId: 'bench-admin', clientSecret: 'bench-admin-secret-0123456789' };
 
@@ -12,16 +12,6 @@ export interface RunningServer {
   child: ChildProcess;
   peakRssMb(): number;
   stop(): Promise<void>;
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 export async function startServer(
