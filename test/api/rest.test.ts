@@ -274,6 +274,20 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
     }
   });
 
+  it('caps _count at 1000, and the self link says so', async () => {
+    const res = await ctx.t.request({
+      method: 'GET',
+      url: `${ctx.t.fhir}/Patient?_count=5000&name:contains=a`,
+      token: ctx.token,
+    });
+    expect(res.statusCode).toBe(200);
+    const self = new URL(
+      (res.json() as { link: { relation: string; url: string }[] }).link[0]?.url as string,
+    );
+    expect(self.searchParams.get('_count')).toBe('1000');
+    expect(self.searchParams.get('name:contains')).toBe('a');
+  });
+
   it('serves a CapabilityStatement without a token', async () => {
     const res = await ctx.t.request({ method: 'GET', url: `${ctx.t.fhir}/metadata` });
     expect(res.statusCode).toBe(200);

@@ -18,6 +18,13 @@ export async function searchResources(
   const scope = searchScope(ctx.actor, ctx.author, resourceType, ctx.scope);
   const req = parseSearchRequest(resourceType, query);
   const result = await executeSearch(db, req, scope);
+  // The self link names the search performed: a `_count` above the cap shows the cap.
+  const self = new URL(selfUrl);
+  const asked = self.searchParams.get('_count');
+  if (asked !== null && asked !== String(req.count) && /^\d+$/.test(asked)) {
+    self.searchParams.set('_count', String(req.count));
+    selfUrl = self.toString();
+  }
   const link = [{ relation: 'self', url: selfUrl }];
   if (result.nextCursor) {
     const next = new URL(selfUrl);
