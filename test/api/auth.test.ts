@@ -2,9 +2,14 @@
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabases } from '../support/db.js';
-import { ADMIN_CLIENT_ID, ADMIN_CLIENT_SECRET, startTestApp, type TestApp } from '../support/app.js';
-
-const form = (o: Record<string, string>) => new URLSearchParams(o).toString();
+import {
+  ADMIN_CLIENT_ID,
+  ADMIN_CLIENT_SECRET,
+  startTestApp,
+  type TestApp,
+  postResource,
+  tokenRequest,
+} from '../support/app.js';
 
 describe.each(testDatabases())('login and isolation on $name', (database) => {
   let t: TestApp;
@@ -14,15 +19,10 @@ describe.each(testDatabases())('login and isolation on $name', (database) => {
   afterAll(async () => t?.close());
 
   it('issues a token with the claims third-party clients read', async () => {
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/oauth2/token',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: form({
-        grant_type: 'client_credentials',
-        client_id: ADMIN_CLIENT_ID,
-        client_secret: ADMIN_CLIENT_SECRET,
-      }),
+    const res = await tokenRequest(t.app, {
+      grant_type: 'client_credentials',
+      client_id: ADMIN_CLIENT_ID,
+      client_secret: ADMIN_CLIENT_SECRET,
     });
     expect(res.statusCode).toBe(200);
     const body = res.json();
@@ -44,39 +44,35 @@ describe.each(testDatabases())('login and isolation on $name', (database) => {
   });
 
   it('accepts HTTP Basic client authentication', async () => {
-    const res = await t.app.inject({
-      method: 'POST',
-      url: '/oauth2/token',
-      headers: {
-        'content-type': 'application/x-www-form-urlencoded',
+    const res = await tokenRequest(
+      t.app,
+      { grant_type: 'client_credentials' },
+      {
         authorization: `Basic ${Buffer.from(`${ADMIN_CLIENT_ID}:${ADMIN_CLIENT_SECRET}`).toString('base64')}`,
       },
-      payload: form({ grant_type: 'client_credentials' }),
-    });
+    );
     expect(res.statusCode).toBe(200);
   });
 
   it('answers RFC 6749 errors', async () => {
-    const post = (payload: string) =>
-      t.app.inject({
-        method: 'POST',
-        url: '/oauth2/token',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        payload,
-      });
-    const wrong = await post(
-      form({ grant_type: 'client_credentials', client_id: ADMIN_CLIENT_ID, client_secret: 'nope' }),
-    );
+    const post = (fields: Record<string, string>) => tokenRequest(t.app, fields);
+    const wrong = await post({
+      grant_type: 'client_credentials',
+      client_id: ADMIN_CLIENT_ID,
+      client_secret: 'nope',
+    });
     expect(wrong.statusCode).toBe(401);
     expect(wrong.json().error).toBe('invalid_client');
-    const unknown = await post(
-      form({ grant_type: 'client_credentials', client_id: 'no-such-client', client_secret: 'nope' }),
-    );
+    const unknown = await post({
+      grant_type: 'client_credentials',
+      client_id: 'no-such-client',
+      client_secret: 'nope',
+    });
     expect(unknown.statusCode).toBe(401);
-    const grant = await post(form({ grant_type: 'magic' }));
+    const grant = await post({ grant_type: 'magic' });
     expect(grant.statusCode).toBe(400);
     expect(grant.json().error).toBe('unsupported_grant_type');
-    const missing = await post(form({ grant_type: 'client_credentials' }));
+    const missing = await post({ grant_type: 'client_credentials' });
     expect(missing.statusCode).toBe(400);
     expect(missing.json().error).toBe('invalid_request');
   });
@@ -134,11 +130,9 @@ describe.each(testDatabases())('login and isolation on $name', (database) => {
   it("keeps projects apart: another project's resource is 404 for read, update, delete and absent from search", async () => {
     const a = await t.newProject('A');
     const b = await t.newProject('B');
-    const created = await t.request({
-      method: 'POST',
-      url: `${t.fhir}/Patient`,
-      token: a.memberToken,
-      payload: { resourceType: 'Patient', name: [{ family: 'Isolated' }] },
+    const created = await postResource(t, a.memberToken, {
+      resourceType: 'Patient',
+      name: [{ family: 'Isolated' }],
     });
     expect(created.statusCode).toBe(201);
     const p = created.json();
@@ -170,23 +164,16 @@ describe.each(testDatabases())('login and isolation on $name', (database) => {
   it('does not let a client place a resource in another project', async () => {
     const a = await t.newProject('C');
     const b = await t.newProject('D');
-    const res = await t.request({
-      method: 'POST',
-      url: `${t.fhir}/Patient`,
-      token: a.adminToken,
-      payload: { resourceType: 'Patient', meta: { project: b.projectId } },
+    const res = await postResource(t, a.adminToken, {
+      resourceType: 'Patient',
+      meta: { project: b.projectId },
     });
     expect(res.statusCode).toBe(403);
   });
 
   it('lets only admins change ClientApplications and memberships, and only super admins create projects', async () => {
     const a = await t.newProject('E');
-    const client = await t.request({
-      method: 'POST',
-      url: `${t.fhir}/ClientApplication`,
-      token: a.memberToken,
-      payload: { resourceType: 'ClientApplication', name: 'x' },
-    });
+    const client = await postResource(t, a.memberToken, { resourceType: 'ClientApplication', name: 'x' });
     expect(client.statusCode).toBe(403);
     const membership = await t.request({
       method: 'POST',
@@ -201,19 +188,9 @@ describe.each(testDatabases())('login and isolation on $name', (database) => {
       },
     });
     expect(membership.statusCode).toBe(403);
-    const project = await t.request({
-      method: 'POST',
-      url: `${t.fhir}/Project`,
-      token: a.adminToken,
-      payload: { resourceType: 'Project', name: 'Mine' },
-    });
+    const project = await postResource(t, a.adminToken, { resourceType: 'Project', name: 'Mine' });
     expect(project.statusCode).toBe(403);
-    const ok = await t.request({
-      method: 'POST',
-      url: `${t.fhir}/ClientApplication`,
-      token: a.adminToken,
-      payload: { resourceType: 'ClientApplication', name: 'y' },
-    });
+    const ok = await postResource(t, a.adminToken, { resourceType: 'ClientApplication', name: 'y' });
     expect(ok.statusCode).toBe(201);
     // The generated secret is shown once, in the create response, and never again.
     expect(typeof ok.json().secret).toBe('string');

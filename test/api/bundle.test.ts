@@ -1,7 +1,7 @@
 // batch and transaction Bundles: all-or-nothing transactions, urn:uuid rewriting, per-entry batch outcomes.
 import { describe, expect, it } from 'vitest';
 import { testDatabases } from '../support/db.js';
-import { createEntry, postBundle, useProjectApp } from '../support/app.js';
+import { createEntry, postBundle, useProjectApp, postResource } from '../support/app.js';
 
 const PATIENT_URN = 'urn:uuid:6f1c7d1e-0000-4000-8000-000000000001';
 const OBSERVATION_URN = 'urn:uuid:6f1c7d1e-0000-4000-8000-000000000002';
@@ -54,12 +54,7 @@ describe.each(testDatabases())('Bundles on $name', (database) => {
 
   it('rolls back when a later PUT fails its If-Match', async () => {
     const created = (
-      await ctx.t.request({
-        method: 'POST',
-        url: `${ctx.t.fhir}/Patient`,
-        token: ctx.token,
-        payload: { resourceType: 'Patient', name: [{ family: 'Versioned' }] },
-      })
+      await postResource(ctx.t, ctx.token, { resourceType: 'Patient', name: [{ family: 'Versioned' }] })
     ).json();
     const res = await postBundle(ctx.t, ctx.token, 'transaction', [
       createEntry({ resourceType: 'Patient', name: [{ family: 'RollbackTwo' }] }),

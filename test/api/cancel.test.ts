@@ -7,8 +7,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claim } from '../../src/jobs/queue.js';
 import { testDatabases } from '../support/db.js';
-import { startTestApp, type TestApp } from '../support/app.js';
-import { ASYNC, downloadOutput, jobIdOf, waitForJob, startExport } from '../support/jobs.js';
+import { startTestApp, type TestApp, createEntry, postBundle, postResource } from '../support/app.js';
+import { downloadOutput, jobIdOf, kickOff, startExport, waitForJob } from '../support/jobs.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -28,16 +28,14 @@ describe.each(testDatabases())('AsyncJob cancel on $name', (database) => {
     );
     p = await t.newProject();
     other = await t.newProject();
-    const entry = Array.from({ length: 40 }, (_, i) => ({
-      resource: { resourceType: 'Patient', name: [{ family: `C${i}` }] },
-      request: { method: 'POST', url: 'Patient' },
-    }));
-    const res = await t.request({
-      method: 'POST',
-      url: t.fhir,
-      token: p.adminToken,
-      payload: { resourceType: 'Bundle', type: 'transaction', entry },
-    });
+    const res = await postBundle(
+      t,
+      p.adminToken,
+      'transaction',
+      Array.from({ length: 40 }, (_, i) =>
+        createEntry({ resourceType: 'Patient', name: [{ family: `C${i}` }] }),
+      ),
+    );
     expect(res.statusCode, res.body).toBe(200);
   });
   afterAll(async () => {
@@ -46,11 +44,11 @@ describe.each(testDatabases())('AsyncJob cancel on $name', (database) => {
   });
 
   const handMade = async (status: string): Promise<string> => {
-    const res = await t.request({
-      method: 'POST',
-      url: `${t.fhir}/AsyncJob`,
-      token: p.adminToken,
-      payload: { resourceType: 'AsyncJob', status, requestTime: new Date().toISOString(), request: 'x' },
+    const res = await postResource(t, p.adminToken, {
+      resourceType: 'AsyncJob',
+      status,
+      requestTime: new Date().toISOString(),
+      request: 'x',
     });
     expect(res.statusCode, res.body).toBe(201);
     return res.json().id as string;
@@ -140,14 +138,9 @@ describe.each(testDatabases())('AsyncJob cancel on $name', (database) => {
 
   it('$reindex and $expunge: super administrators only, Prefer: respond-async, 202', async () => {
     for (const token of [p.adminToken, p.memberToken]) {
-      expect(
-        (await t.request({ method: 'POST', url: `${t.fhir}/$reindex`, token, headers: ASYNC })).statusCode,
-      ).toBe(403);
-      const ex = await t.request({
-        method: 'POST',
-        url: `${t.fhir}/Project/${other.projectId}/$expunge?everything=true`,
-        token,
-        headers: ASYNC,
+      expect((await kickOff(t, token, '$reindex', { post: true })).statusCode).toBe(403);
+      const ex = await kickOff(t, token, `Project/${other.projectId}/$expunge?everything=true`, {
+        post: true,
       });
       expect(ex.statusCode).toBe(403);
     }
@@ -155,13 +148,7 @@ describe.each(testDatabases())('AsyncJob cancel on $name', (database) => {
       (await t.request({ method: 'POST', url: `${t.fhir}/$reindex`, token: t.adminToken })).statusCode,
     ).toBe(400);
     const rid = jobIdOf(
-      await t.request({
-        method: 'POST',
-        url: `${t.fhir}/$reindex`,
-        token: t.adminToken,
-        headers: ASYNC,
-        payload: { resourceType: 'Parameters', parameter: [{ name: '_type', valueString: 'Patient' }] },
-      }),
+      await kickOff(t, t.adminToken, '$reindex', { parameter: [{ name: '_type', valueString: 'Patient' }] }),
     );
     expect((await waitForJob(t, rid, t.adminToken)).status).toBe('completed');
     const search = await t.request({
@@ -172,19 +159,9 @@ describe.each(testDatabases())('AsyncJob cancel on $name', (database) => {
     expect(search.json().entry.length).toBeGreaterThan(0);
 
     const victim = await t.newProject();
-    await t.request({
-      method: 'POST',
-      url: `${t.fhir}/Patient`,
-      token: victim.adminToken,
-      payload: { resourceType: 'Patient', name: [{ family: 'Gone' }] },
-    });
+    await postResource(t, victim.adminToken, { resourceType: 'Patient', name: [{ family: 'Gone' }] });
     const eid = jobIdOf(
-      await t.request({
-        method: 'POST',
-        url: `${t.fhir}/Project/${victim.projectId}/$expunge?everything=true`,
-        token: t.adminToken,
-        headers: ASYNC,
-      }),
+      await kickOff(t, t.adminToken, `Project/${victim.projectId}/$expunge?everything=true`, { post: true }),
     );
     expect((await waitForJob(t, eid, t.adminToken)).status).toBe('completed');
     const left = await t.db.query<{ n: number }>(
@@ -203,15 +180,8 @@ describe.each(testDatabases())('AsyncJob cancel on $name', (database) => {
     // A second app on the same database, without a runner, stands for the server that is killed.
     const dead = await startTestApp(database, { dataDir: dir }, { db: t.db });
     try {
-      const kick = () =>
-        dead.request({
-          method: 'GET',
-          url: `${dead.fhir}/$export?_type=Patient`,
-          token: p.adminToken,
-          headers: ASYNC,
-        });
-      const id = jobIdOf(await kick());
-      const failing = jobIdOf(await kick());
+      const id = await startExport(dead, p.adminToken, '_type=Patient');
+      const failing = await startExport(dead, p.adminToken, '_type=Patient');
       // The killed worker had claimed both (short leases) and written a partial file; they expire unfinished.
       await t.db.query(
         "UPDATE jobs SET lease_owner = 'dead', lease_until = now() + interval '300 milliseconds' WHERE id IN ($1, $2)",

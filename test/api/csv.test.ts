@@ -13,7 +13,7 @@ import type { JobRow } from '../../src/jobs/queue.js';
 import { localFileStore } from '../../src/storage/files.js';
 import { testDatabases } from '../support/db.js';
 import { createEntry, postBundle, startTestApp, type TestApp } from '../support/app.js';
-import { ASYNC, jobIdOf, waitForJob, type AsyncJobBody } from '../support/jobs.js';
+import { jobIdOf, kickOff, waitForJob, type AsyncJobBody } from '../support/jobs.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const BOM = '\uFEFF';
@@ -305,13 +305,8 @@ describe.each(testDatabases())('CSV export on $name', (database) => {
   });
 
   describe('CSV bulk export', () => {
-    const kickOff = (query: Record<string, string>, token = p.adminToken) =>
-      t.request({
-        method: 'GET',
-        url: `${t.fhir}/$export?${new URLSearchParams(query).toString()}`,
-        token,
-        headers: ASYNC,
-      });
+    const exportCsv = (query: Record<string, string>, token = p.adminToken) =>
+      kickOff(t, token, `$export?${new URLSearchParams(query).toString()}`);
     const fileOf = async (job: AsyncJobBody, token = p.adminToken) => {
       const params = job.output?.parameter ?? [];
       expect(params).toHaveLength(1);
@@ -324,7 +319,7 @@ describe.each(testDatabases())('CSV export on $name', (database) => {
 
     it('writes the same CSV as $csv, for any number of rows', async () => {
       const fields = 'id,name,address,telecom,phone,maritalStatus,multipleBirth';
-      const id = jobIdOf(await kickOff({ _type: 'Patient', _outputFormat: 'text/csv', _fields: fields }));
+      const id = jobIdOf(await exportCsv({ _type: 'Patient', _outputFormat: 'text/csv', _fields: fields }));
       const job = await waitForJob(t, id, p.adminToken);
       expect(job.status).toBe('completed');
       const file = await fileOf(job);
@@ -334,19 +329,12 @@ describe.each(testDatabases())('CSV export on $name', (database) => {
 
       // POST with a Parameters body and `csv`: 1005 rows over several pages and steps.
       const bid = jobIdOf(
-        await t.request({
-          method: 'POST',
-          url: `${t.fhir}/$export`,
-          token: p.adminToken,
-          headers: ASYNC,
-          payload: {
-            resourceType: 'Parameters',
-            parameter: [
-              { name: '_type', valueString: 'Basic' },
-              { name: '_outputFormat', valueString: 'csv' },
-              { name: '_fields', valueString: 'id,code' },
-            ],
-          },
+        await kickOff(t, p.adminToken, '$export', {
+          parameter: [
+            { name: '_type', valueString: 'Basic' },
+            { name: '_outputFormat', valueString: 'csv' },
+            { name: '_fields', valueString: 'id,code' },
+          ],
         }),
       );
       const rows = records((await fileOf(await waitForJob(t, bid, p.adminToken))).body);
@@ -355,7 +343,7 @@ describe.each(testDatabases())('CSV export on $name', (database) => {
       expect(new Set(rows.slice(1).map((r) => r[0])).size).toBe(BULK);
 
       // A type without rows still has its file: the BOM and header row.
-      const eid = jobIdOf(await kickOff({ _type: 'Account', _outputFormat: 'text/csv', _fields: 'id' }));
+      const eid = jobIdOf(await exportCsv({ _type: 'Account', _outputFormat: 'text/csv', _fields: 'id' }));
       expect((await fileOf(await waitForJob(t, eid, p.adminToken))).body).toBe(`${BOM}id\r\n`);
     });
 
@@ -369,7 +357,7 @@ describe.each(testDatabases())('CSV export on $name', (database) => {
         [{ _type: 'Patient', _outputFormat: 'text/plain', _fields: 'id' }, /Unsupported _outputFormat/],
       ];
       for (const [query, text] of cases) {
-        const res = await kickOff(query);
+        const res = await exportCsv(query);
         expect(res.statusCode, `${JSON.stringify(query)}: ${res.body}`).toBe(400);
         expect(issue(res)).toMatchObject({ severity: 'error', code: 'invalid' });
         expect(issue(res)?.details.text).toMatch(text);
@@ -377,7 +365,9 @@ describe.each(testDatabases())('CSV export on $name', (database) => {
     });
 
     it('$cancel stops a running CSV export and deletes its file', async () => {
-      const id = jobIdOf(await kickOff({ _type: 'Basic', _outputFormat: 'text/csv', _fields: "id,'slow'" }));
+      const id = jobIdOf(
+        await exportCsv({ _type: 'Basic', _outputFormat: 'text/csv', _fields: "id,'slow'" }),
+      );
       const file = path.join(dir, 'files', 'exports', id, 'Basic.csv');
       const until = Date.now() + 10_000;
       while (!fs.existsSync(file)) {

@@ -4,7 +4,7 @@ import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startMockIdp, type MockIdp } from '../support/mock-idp.js';
 import { testDatabases } from '../support/db.js';
-import { startTestApp, type TestApp } from '../support/app.js';
+import { startTestApp, type TestApp, postResource } from '../support/app.js';
 
 describe.each(testDatabases())('external authentication on $name', (database) => {
   let t: TestApp;
@@ -93,14 +93,7 @@ describe.each(testDatabases())('external authentication on $name', (database) =>
     });
     expect(read.statusCode).toBe(200);
     const other = await t.newProject('Other');
-    const foreign = (
-      await t.request({
-        method: 'POST',
-        url: `${t.fhir}/Patient`,
-        token: other.adminToken,
-        payload: { resourceType: 'Patient' },
-      })
-    ).json();
+    const foreign = (await postResource(t, other.adminToken, { resourceType: 'Patient' })).json();
     expect(
       (await t.request({ method: 'GET', url: `${t.fhir}/Patient/${foreign.id}`, token: body.access_token }))
         .statusCode,
@@ -132,14 +125,7 @@ describe.each(testDatabases())('external authentication on $name', (database) =>
     expect(bySub.statusCode).toBe(200);
     expect(bySub.json().membership.reference).toBe(`ProjectMembership/${practitioner.membershipId}`);
     // fhirUser wins: it names a profile that has no membership, so the (valid) sub is not used.
-    const lone = (
-      await t.request({
-        method: 'POST',
-        url: `${t.fhir}/Practitioner`,
-        token: project.adminToken,
-        payload: { resourceType: 'Practitioner' },
-      })
-    ).json();
+    const lone = (await postResource(t, project.adminToken, { resourceType: 'Practitioner' })).json();
     const both = await userinfo(
       await idp.token({ sub: 'idp|alice', fhirUser: `Practitioner/${lone.id}` }, { now: nowSec() }),
     );
@@ -202,11 +188,9 @@ describe.each(testDatabases())('external authentication on $name', (database) =>
 
   it('answers 401 when a fhirUser search matches several profiles', async () => {
     for (let i = 0; i < 2; i++) {
-      await t.request({
-        method: 'POST',
-        url: `${t.fhir}/Practitioner`,
-        token: project.adminToken,
-        payload: { resourceType: 'Practitioner', identifier: [{ system: 'urn:dup', value: 'twin' }] },
+      await postResource(t, project.adminToken, {
+        resourceType: 'Practitioner',
+        identifier: [{ system: 'urn:dup', value: 'twin' }],
       });
     }
     expect(

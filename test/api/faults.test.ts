@@ -13,7 +13,16 @@ import { createRedisCache, openCache } from '../../src/storage/cache/index.js';
 import type { Db } from '../../src/storage/db.js';
 import { migrate } from '../../src/storage/migrate.js';
 import { openPostgres } from '../../src/storage/postgres.js';
-import { ADMIN_CLIENT_ID, ADMIN_CLIENT_SECRET, startTestApp, type TestApp } from '../support/app.js';
+import {
+  ADMIN_CLIENT_ID,
+  ADMIN_CLIENT_SECRET,
+  startTestApp,
+  type TestApp,
+  createEntry,
+  postBundle,
+  postResource,
+  tokenRequest,
+} from '../support/app.js';
 import { testDatabases, type TestDatabase } from '../support/db.js';
 import { startMockIdp, type MockIdp } from '../support/mock-idp.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
@@ -52,8 +61,6 @@ function capturedLogger(): { logger: FastifyBaseLogger; lines: Record<string, un
   return { logger: pino({ level: 'info' }, stream) as unknown as FastifyBaseLogger, lines };
 }
 
-const form = (fields: Record<string, string>) => new URLSearchParams(fields).toString();
-
 describe.skipIf(!PG_URL)('PostgreSQL outage (through a TCP proxy)', () => {
   const schema = `t_fault_${randomBytes(5).toString('hex')}`;
   let proxy: TcpProxy;
@@ -84,12 +91,7 @@ describe.skipIf(!PG_URL)('PostgreSQL outage (through a TCP proxy)', () => {
 
   const search = () => t.request({ method: 'GET', url: `${t.fhir}/Patient?_count=5`, token: t.adminToken });
   const create = () =>
-    t.request({
-      method: 'POST',
-      url: `${t.fhir}/Patient`,
-      token: t.adminToken,
-      payload: { resourceType: 'Patient', name: [{ family: 'Outage' }] },
-    });
+    postResource(t, t.adminToken, { resourceType: 'Patient', name: [{ family: 'Outage' }] });
 
   it('answers 503 at once while the database is down and recovers without a restart', async () => {
     expect((await create()).statusCode).toBe(201);
@@ -158,15 +160,10 @@ describe('Redis down', () => {
         cache: { kind: 'redis', status: 'unreachable' },
       });
       const wrong = () =>
-        t.app.inject({
-          method: 'POST',
-          url: '/oauth2/token',
-          headers: { 'content-type': 'application/x-www-form-urlencoded' },
-          payload: form({
-            grant_type: 'client_credentials',
-            client_id: ADMIN_CLIENT_ID,
-            client_secret: 'wrong',
-          }),
+        tokenRequest(t.app, {
+          grant_type: 'client_credentials',
+          client_id: ADMIN_CLIENT_ID,
+          client_secret: 'wrong',
         });
       expect((await wrong()).statusCode).toBe(401);
       expect((await wrong()).statusCode).toBe(401);
@@ -259,12 +256,7 @@ describe('logs', () => {
       const token = await idp.token({ sub: 'logged' });
       // A FHIR request with a body (parsed before the handler runs) and the external validator's warning.
       lines.length = 0;
-      const res = await t.request({
-        method: 'POST',
-        url: `${t.fhir}/Patient`,
-        token,
-        payload: { resourceType: 'Patient' },
-      });
+      const res = await postResource(t, token, { resourceType: 'Patient' });
       expect(res.statusCode).toBe(401);
       const id = res.headers['x-request-id'];
       expect(id).toMatch(/^[0-9a-f-]{36}$/);
@@ -275,11 +267,9 @@ describe('logs', () => {
 
       // A request whose body is parsed and handled: every line it logs carries its id too.
       lines.length = 0;
-      const ok = await t.request({
-        method: 'POST',
-        url: `${t.fhir}/Patient`,
-        token: t.adminToken,
-        payload: { resourceType: 'Patient', name: [{ family: 'Logged' }] },
+      const ok = await postResource(t, t.adminToken, {
+        resourceType: 'Patient',
+        name: [{ family: 'Logged' }],
       });
       expect(ok.statusCode).toBe(201);
       expect(lines.length).toBeGreaterThanOrEqual(2);
@@ -323,24 +313,18 @@ describe('size limits', () => {
   });
 
   it('answers 413 for a body beyond maxBodySize and a Bundle beyond maxBundleEntries', async () => {
-    const body = await t.request({
-      method: 'POST',
-      url: `${t.fhir}/Patient`,
-      token: t.adminToken,
-      payload: { resourceType: 'Patient', name: [{ family: 'x'.repeat(5000) }] },
+    const body = await postResource(t, t.adminToken, {
+      resourceType: 'Patient',
+      name: [{ family: 'x'.repeat(5000) }],
     });
     expect(body.statusCode).toBe(413);
     expect(issue(body).code).toBe('too-long');
-    const entry = Array.from({ length: 4 }, () => ({
-      resource: { resourceType: 'Patient' },
-      request: { method: 'POST', url: 'Patient' },
-    }));
-    const bundle = await t.request({
-      method: 'POST',
-      url: t.fhir,
-      token: t.adminToken,
-      payload: { resourceType: 'Bundle', type: 'transaction', entry },
-    });
+    const bundle = await postBundle(
+      t,
+      t.adminToken,
+      'transaction',
+      Array.from({ length: 4 }, () => createEntry({ resourceType: 'Patient' })),
+    );
     expect(bundle.statusCode).toBe(413);
     expect(issue(bundle).code).toBe('too-long');
   });
@@ -369,12 +353,7 @@ describe('login rate limits', () => {
       payload: { email, password, codeChallenge: pkce, codeChallengeMethod: 'S256' },
     });
   const clientLogin = (t: TestApp, secret: string, clientId = ADMIN_CLIENT_ID) =>
-    t.app.inject({
-      method: 'POST',
-      url: '/oauth2/token',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: form({ grant_type: 'client_credentials', client_id: clientId, client_secret: secret }),
-    });
+    tokenRequest(t.app, { grant_type: 'client_credentials', client_id: clientId, client_secret: secret });
 
   it('refuses a (client IP, email) after N failed passwords, even the right one, with 429 and Retry-After', async () => {
     const t = await start({ rateLimit: { failedLogins: 3, failedLoginWindow: 60 } });

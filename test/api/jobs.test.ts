@@ -8,8 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { JobRow } from '../../src/jobs/queue.js';
 import { postgresSignals, type Signals } from '../../src/storage/signals.js';
 import { testDatabases } from '../support/db.js';
-import { startTestApp, type TestApp } from '../support/app.js';
-import { ASYNC, jobIdOf, waitForJob } from '../support/jobs.js';
+import { startTestApp, type TestApp, createEntry, postBundle } from '../support/app.js';
+import { startExport, waitForJob } from '../support/jobs.js';
 
 const url = process.env.TEST_DATABASE_URL;
 const postgres = testDatabases().find((d) => d.name === 'postgres');
@@ -48,16 +48,14 @@ describe.runIf(url && postgres)('two instances on PostgreSQL', () => {
       { db: a.db, signals: sig(), jobs: { afterChunk: hook('b'), exportPageSize: 2 } },
     );
     token = (await a.newProject()).adminToken;
-    const entry = Array.from({ length: 30 }, (_, i) => ({
-      resource: { resourceType: 'Patient', name: [{ family: `T${i}` }] },
-      request: { method: 'POST', url: 'Patient' },
-    }));
-    const res = await a.request({
-      method: 'POST',
-      url: a.fhir,
+    const res = await postBundle(
+      a,
       token,
-      payload: { resourceType: 'Bundle', type: 'transaction', entry },
-    });
+      'transaction',
+      Array.from({ length: 30 }, (_, i) =>
+        createEntry({ resourceType: 'Patient', name: [{ family: `T${i}` }] }),
+      ),
+    );
     expect(res.statusCode).toBe(200);
   });
   afterAll(async () => {
@@ -71,11 +69,7 @@ describe.runIf(url && postgres)('two instances on PostgreSQL', () => {
     const ids: string[] = [];
     for (let i = 0; i < 10; i++) {
       const t = i % 2 ? a : b;
-      ids.push(
-        jobIdOf(
-          await t.request({ method: 'GET', url: `${t.fhir}/$export?_type=Patient`, token, headers: ASYNC }),
-        ),
-      );
+      ids.push(await startExport(t, token, '_type=Patient'));
     }
     for (const id of ids) expect((await waitForJob(a, id, token)).status).toBe('completed');
     const rows = await a.db.query<{ id: string; attempts: number; versions: number; completed: number }>(
@@ -95,9 +89,7 @@ describe.runIf(url && postgres)('two instances on PostgreSQL', () => {
   it('a cancel sent to one instance stops a job running on the other', async () => {
     slow = true;
     try {
-      const id = jobIdOf(
-        await a.request({ method: 'GET', url: `${a.fhir}/$export?_type=Patient`, token, headers: ASYNC }),
-      );
+      const id = await startExport(a, token, '_type=Patient');
       const until = Date.now() + 10_000;
       while (!chunks.a?.has(id) && !chunks.b?.has(id)) {
         if (Date.now() > until) throw new Error('export did not start');

@@ -8,7 +8,7 @@ import { createLocalJWKSet, decodeJwt, jwtVerify } from 'jose';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startMockIdp, type MockIdp } from '../support/mock-idp.js';
 import { testDatabases } from '../support/db.js';
-import { startTestApp, type TestApp } from '../support/app.js';
+import { startTestApp, type TestApp, postResource, tokenRequest } from '../support/app.js';
 
 const form = (o: Record<string, string>) => new URLSearchParams(o).toString();
 const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
@@ -101,13 +101,7 @@ describe.each(testDatabases())('OAuth flows on $name', (database) => {
       codeChallengeMethod: 'S256',
       ...extra,
     });
-  const tokenRequest = (fields: Record<string, string>) =>
-    t.app.inject({
-      method: 'POST',
-      url: '/oauth2/token',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: form(fields),
-    });
+  const token = (fields: Record<string, string>) => tokenRequest(t.app, fields);
   const me = async (token: string) => (await t.request({ method: 'GET', url: '/auth/me', token })).statusCode;
   const startLogin = async (extra: Record<string, unknown> = {}) => {
     const p = pkce();
@@ -123,7 +117,7 @@ describe.each(testDatabases())('OAuth flows on $name', (database) => {
     return { ...body, verifier: p.verifier };
   };
   const exchangeCode = (code: string, verifier: string, extra: Record<string, string> = {}) =>
-    tokenRequest({ grant_type: 'authorization_code', code, code_verifier: verifier, ...extra });
+    token({ grant_type: 'authorization_code', code, code_verifier: verifier, ...extra });
   const codeFlow = async (extra: Record<string, unknown> = {}): Promise<Tokens> => {
     const l = await startLogin(extra);
     const res = await exchangeCode(l.code, l.verifier);
@@ -131,7 +125,7 @@ describe.each(testDatabases())('OAuth flows on $name', (database) => {
     return { ...(res.json() as Omit<Tokens, 'login'>), login: l.login };
   };
   const refresh = (refreshToken: string) =>
-    tokenRequest({ grant_type: 'refresh_token', refresh_token: refreshToken });
+    token({ grant_type: 'refresh_token', refresh_token: refreshToken });
 
   beforeAll(async () => {
     idp = await startMockIdp();
@@ -197,7 +191,7 @@ describe.each(testDatabases())('OAuth flows on $name', (database) => {
       const again = await exchangeCode(l.code, l.verifier);
       expect(again.statusCode).toBe(400);
       expect(again.json().error).toBe('invalid_grant');
-      const missing = await tokenRequest({ grant_type: 'authorization_code', code: l.code });
+      const missing = await token({ grant_type: 'authorization_code', code: l.code });
       expect(missing.statusCode).toBe(400);
       expect(missing.json().error).toBe('invalid_request');
       const unknown = await exchangeCode('no-such-code', l.verifier);
@@ -297,24 +291,20 @@ describe.each(testDatabases())('OAuth flows on $name', (database) => {
       expect((await setPassword('no-such-user', 'long-enough-1')).statusCode).toBe(404);
       expect((await setPassword(bob.userId, 'bob-password-1')).statusCode).toBe(200);
       const p = pkce();
-      const l = await login({
-        email: 'bob@flows.example',
-        password: 'bob-password-1',
-        codeChallenge: p.challenge,
-        codeChallengeMethod: 'S256',
-      });
+      const firstPassword = () =>
+        login({
+          email: 'bob@flows.example',
+          password: 'bob-password-1',
+          codeChallenge: p.challenge,
+          codeChallengeMethod: 'S256',
+        });
+      const l = await firstPassword();
       expect(l.statusCode).toBe(200);
       const tokens = (await exchangeCode(l.json().code, p.verifier)).json();
       expect(await me(tokens.access_token)).toBe(200);
       expect((await setPassword(bob.userId, 'bob-password-2')).statusCode).toBe(200);
       expect(await me(tokens.access_token)).toBe(401);
-      const old = await login({
-        email: 'bob@flows.example',
-        password: 'bob-password-1',
-        codeChallenge: p.challenge,
-        codeChallengeMethod: 'S256',
-      });
-      expect(old.statusCode).toBe(400);
+      expect((await firstPassword()).statusCode).toBe(400);
     });
 
     it('selects the membership by projectId and refuses a project the user is not in', async () => {
@@ -348,11 +338,9 @@ describe.each(testDatabases())('OAuth flows on $name', (database) => {
     });
 
     it('names the ClientApplication of the login as audience and client_id', async () => {
-      const client = await t.request({
-        method: 'POST',
-        url: `${t.fhir}/ClientApplication`,
-        token: project.adminToken,
-        payload: { resourceType: 'ClientApplication', name: 'Web app' },
+      const client = await postResource(t, project.adminToken, {
+        resourceType: 'ClientApplication',
+        name: 'Web app',
       });
       expect(client.statusCode).toBe(201);
       const clientId = client.json().id as string;
@@ -402,16 +390,16 @@ describe.each(testDatabases())('OAuth flows on $name', (database) => {
 
     it('refuses unknown and missing refresh tokens and widened scopes', async () => {
       expect((await refresh('not-a-refresh-token')).json().error).toBe('invalid_grant');
-      const missing = await tokenRequest({ grant_type: 'refresh_token' });
+      const missing = await token({ grant_type: 'refresh_token' });
       expect(missing.json().error).toBe('invalid_request');
       const tokens = await codeFlow({ scope: 'openid profile' });
-      const wider = await tokenRequest({
+      const wider = await token({
         grant_type: 'refresh_token',
         refresh_token: tokens.refresh_token,
         scope: 'openid email',
       });
       expect(wider.json().error).toBe('invalid_scope');
-      const narrower = await tokenRequest({
+      const narrower = await token({
         grant_type: 'refresh_token',
         refresh_token: tokens.refresh_token,
         scope: 'openid',
@@ -507,7 +495,7 @@ describe.each(testDatabases())('OAuth flows on $name', (database) => {
       return res.json().id as string;
     };
     const exchange = (subjectToken: string, clientId: string, extra: Record<string, string> = {}) =>
-      tokenRequest({
+      token({
         grant_type: TOKEN_EXCHANGE,
         subject_token: subjectToken,
         subject_token_type: ACCESS_TOKEN_TYPE,
@@ -610,7 +598,7 @@ describe.each(testDatabases())('OAuth flows on $name', (database) => {
       };
       for (const key of ['subject_token', 'subject_token_type', 'client_id'] as const) {
         const { [key]: _drop, ...rest } = base;
-        const res = await tokenRequest(rest);
+        const res = await token(rest);
         expect(res.statusCode).toBe(400);
         expect(res.json().error).toBe('invalid_request');
       }
@@ -622,11 +610,9 @@ describe.each(testDatabases())('OAuth flows on $name', (database) => {
       expect(unknown.statusCode).toBe(401);
       expect(unknown.json().error).toBe('invalid_client');
       // A client without an identity provider.
-      const plain = await t.request({
-        method: 'POST',
-        url: `${t.fhir}/ClientApplication`,
-        token: project.adminToken,
-        payload: { resourceType: 'ClientApplication', name: 'No IdP' },
+      const plain = await postResource(t, project.adminToken, {
+        resourceType: 'ClientApplication',
+        name: 'No IdP',
       });
       const noIdp = await exchange(subject, plain.json().id as string);
       expect(noIdp.statusCode).toBe(400);

@@ -118,15 +118,10 @@ export async function startTestApp(
       },
     });
   const token = async (clientId: string, secret: string): Promise<string> => {
-    const res = await app.inject({
-      method: 'POST',
-      url: '/oauth2/token',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: new URLSearchParams({
-        grant_type: 'client_credentials',
-        client_id: clientId,
-        client_secret: secret,
-      }).toString(),
+    const res = await tokenRequest(app, {
+      grant_type: 'client_credentials',
+      client_id: clientId,
+      client_secret: secret,
     });
     if (res.statusCode !== 200) throw new Error(`login failed: ${res.statusCode} ${res.body}`);
     return (res.json() as { access_token: string }).access_token;
@@ -200,6 +195,34 @@ export function useProjectApp(
   });
   afterAll(async () => ctx.t?.close());
   return ctx;
+}
+
+/** POSTs form fields to /oauth2/token and returns the answer, whatever it is. */
+export function tokenRequest(
+  app: FastifyInstance,
+  fields: Record<string, string>,
+  headers: Record<string, string> = {},
+): Promise<LightMyRequestResponse> {
+  return app.inject({
+    method: 'POST',
+    url: '/oauth2/token',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+    payload: new URLSearchParams(fields).toString(),
+  });
+}
+
+/** Creates `resource` (POST to `{fhir}/<its type>`) and returns the answer, whatever it is. */
+export function postResource(
+  t: TestApp,
+  token: string | null,
+  resource: Record<string, unknown>,
+): Promise<LightMyRequestResponse> {
+  return t.request({
+    method: 'POST',
+    url: `${t.fhir}/${String(resource.resourceType)}`,
+    token,
+    payload: resource,
+  });
 }
 
 /** POSTs a batch or transaction Bundle of the given entries to the FHIR base. */

@@ -1,5 +1,6 @@
 // Helpers for AsyncJob tests: kick off, wait for a final status, download output files.
 import { expect } from 'vitest';
+import type { LightMyRequestResponse } from 'fastify';
 import type { TestApp } from './app.js';
 
 export const ASYNC = { prefer: 'respond-async' };
@@ -67,13 +68,25 @@ export async function downloadOutput(
 }
 
 /** Starts an export (`query` after `$export?`, e.g. `_type=Patient`) and returns the AsyncJob id. */
+/**
+ * An asynchronous request (`Prefer: respond-async`) to `{fhir}/<url>`: a GET, or a POST when `post` is set or a
+ * Parameters body (its `parameter` list) is given.
+ */
+export function kickOff(
+  t: TestApp,
+  token: string,
+  url: string,
+  opts: { post?: boolean; parameter?: Record<string, unknown>[] } = {},
+): Promise<LightMyRequestResponse> {
+  return t.request({
+    method: opts.post || opts.parameter ? 'POST' : 'GET',
+    url: `${t.fhir}/${url}`,
+    token,
+    headers: ASYNC,
+    ...(opts.parameter ? { payload: { resourceType: 'Parameters', parameter: opts.parameter } } : {}),
+  });
+}
+
 export async function startExport(t: TestApp, token: string, query = '', path = '$export'): Promise<string> {
-  return jobIdOf(
-    await t.request({
-      method: 'GET',
-      url: `${t.fhir}/${path}${query ? `?${query}` : ''}`,
-      token,
-      headers: ASYNC,
-    }),
-  );
+  return jobIdOf(await kickOff(t, token, `${path}${query ? `?${query}` : ''}`));
 }
