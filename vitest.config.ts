@@ -3,7 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
-    testTimeout: 60_000,
+    // Generous: process tests start real servers while other files run beside them; a hang still fails.
+    testTimeout: 180_000,
     hookTimeout: 120_000,
     pool: 'forks',
     // Vitest's default on a 2-core machine is one worker (cores - 1); most test time is spent waiting on a

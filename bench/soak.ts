@@ -382,7 +382,11 @@ async function main(): Promise<void> {
         ...(process.env.SOAK_REDIS_URL ? { REDIS_URL: process.env.SOAK_REDIS_URL } : {}),
       },
       work,
-      { externalAuthProviders: [{ issuer: idp.issuer, userInfoUrl: idp.userInfoUrl }] },
+      {
+        externalAuthProviders: [{ issuer: idp.issuer, userInfoUrl: idp.userInfoUrl }],
+        // Every soak client exports as one admin: the per-user export quota would answer most kick-offs 429.
+        maxActiveExportsPerUser: 1000,
+      },
     );
     const pid = server.pid;
     const ctx = await setUp(server.base, (sub) => idp.token({ sub }, { lifetime: SECONDS + 3600 }));

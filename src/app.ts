@@ -7,6 +7,7 @@ import type { KeyRing } from './auth/keys.js';
 import type { Config } from './config/config.js';
 import { registerAuth } from './http/plugins/auth.js';
 import { registerContentTypes } from './http/plugins/content-types.js';
+import { limitConnectionsPerClient } from './http/plugins/connection-limit.js';
 import { clientErrorHandler, registerErrorHandler } from './http/plugins/errors.js';
 import { registerLoginGuard } from './http/plugins/rate-limit.js';
 import { contextLogger, registerRequestLog } from './http/plugins/request-log.js';
@@ -17,6 +18,7 @@ import { operationRoutes } from './http/routes/operations.js';
 import { healthRoutes } from './http/routes/health.js';
 import { oauthRoutes } from './http/routes/oauth.js';
 import { wellKnownRoutes } from './http/routes/well-known.js';
+import { createCsvRuntime, type CsvRuntime } from './fhir/csv/runtime.js';
 import type { Db } from './storage/db.js';
 import { localFileStore, type FileStore } from './storage/files.js';
 import { createStatisticsKeeper } from './storage/statistics.js';
@@ -47,6 +49,8 @@ export interface AppDeps {
   clock?: () => Date;
   newId?: () => string;
   logger?: FastifyBaseLogger;
+  /** The FHIRPath worker pool and `$csv` slots (main shares them with the export jobs); default: the app's own. */
+  csv?: CsvRuntime;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -56,7 +60,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
     bodyLimit: config.maxBodySize,
-    http: { maxHeaderSize: config.maxHeaderSize },
+    // A whole request (line, headers, body) must arrive within requestTimeout, else 408 and close (slow bodies,
+    // issue 12); Node checks its connections every connectionsCheckingInterval, so the cut comes promptly.
+    requestTimeout: config.requestTimeout,
+    http: {
+      maxHeaderSize: config.maxHeaderSize,
+      headersTimeout: Math.min(60_000, config.requestTimeout),
+      connectionsCheckingInterval: Math.min(1000, config.requestTimeout),
+    },
     clientErrorHandler,
     trustProxy: config.trustProxy,
     genReqId: () => randomUUID(),
@@ -65,6 +76,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return503OnClosing: true,
     forceCloseConnections: 'idle',
   });
+  limitConnectionsPerClient(app.server, config.maxConnectionsPerClient);
+  const csv = deps.csv ?? createCsvRuntime({ fhirpathTimeout: config.fhirpathTimeout });
+  if (!deps.csv) app.addHook('onClose', () => csv.fhirpath.close());
   const fhirBase = `${config.baseUrl}fhir/R4`;
   // Modules below HTTP log through this: inside a request, their lines carry its reqId.
   const log = deps.logger ? contextLogger(deps.logger) : undefined;
@@ -76,6 +90,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     clock,
     newId,
     accessTokenLifetime: config.accessTokenLifetime,
+    allowedOutboundHosts: config.allowedOutboundHosts,
     principals: createPrincipalCache(deps.signals),
     ...(config.externalAuthProviders.length
       ? {
@@ -121,7 +136,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   adminRoutes(app, { db, clock, newId, fhirBase, membershipsChanged: () => auth.principals.changed() });
   await app.register(
     async (f) => {
-      operationRoutes(f, { db, signals: deps.signals, clock, newId, fhirBase });
+      operationRoutes(f, {
+        db,
+        signals: deps.signals,
+        clock,
+        newId,
+        fhirBase,
+        maxActiveExportsPerUser: config.maxActiveExportsPerUser,
+        csv,
+      });
       jobRoutes(f, {
         db,
         signals: deps.signals,
@@ -136,6 +159,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         newId,
         fhirBase,
         maxBundleEntries: config.maxBundleEntries,
+        allowedOutboundHosts: config.allowedOutboundHosts,
         written: statistics.written,
       });
     },

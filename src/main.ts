@@ -17,8 +17,10 @@ import { localSignals, postgresSignals } from './storage/signals.js';
 import { openCache } from './storage/cache/index.js';
 import { localFileStore } from './storage/files.js';
 import { createJobRunner } from './jobs/runner.js';
+import { createRetentionSweeper } from './jobs/retention.js';
 import { contextLogger } from './http/plugins/request-log.js';
 import { defaultKinds } from './jobs/kinds/index.js';
+import { createCsvRuntime } from './fhir/csv/runtime.js';
 
 async function openDatabase(config: Config, log: Logger): Promise<Db> {
   if (!config.databaseUrl) {
@@ -73,6 +75,17 @@ async function main(): Promise<void> {
     }
     throw err;
   }
+  // On PostgreSQL, requests get their own pool whose statements stop at statementTimeout; migrations and jobs keep
+  // the first pool, without a limit (a job's chunk or a migration may rightly take longer).
+  const requestDb =
+    config.databaseUrl && config.statementTimeout > 0
+      ? await openPostgres(config.databaseUrl, {
+          max: config.databasePoolSize,
+          connectTimeoutMs: config.databaseConnectTimeout,
+          statementTimeoutMs: config.statementTimeout,
+          onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL client error'),
+        })
+      : db;
   const fhirBase = `${config.baseUrl}fhir/R4`;
   const boot = await ensureSuperAdmin(
     db,
@@ -103,9 +116,12 @@ async function main(): Promise<void> {
     log: contextLogger(log as unknown as FastifyBaseLogger),
   });
   const files = localFileStore(path.join(config.dataDir, 'files'));
+  // One FHIRPath worker pool for `$csv` requests and CSV export jobs alike.
+  const csv = createCsvRuntime({ fhirpathTimeout: config.fhirpathTimeout });
   const app = await buildApp({
+    csv,
     config,
-    db,
+    db: requestDb,
     keys,
     signals,
     cache,
@@ -116,10 +132,16 @@ async function main(): Promise<void> {
   const runner = createJobRunner({
     env: { db, files, fhirBase, clock: () => new Date(), newId: randomUUID },
     signals,
-    kinds: defaultKinds({ export: { pageSize: config.exportPageSize, log } }),
+    kinds: defaultKinds({ export: { pageSize: config.exportPageSize, log, fhirpath: csv.fhirpath } }),
     concurrency: config.jobConcurrency,
     leaseMs: config.jobLeaseSeconds * 1000,
     pauseMs: config.jobPauseMs,
+    log,
+  });
+  // Every instance sweeps; the sweep is safe to run concurrently (src/jobs/retention.ts).
+  const retention = createRetentionSweeper({
+    env: { db, files, fhirBase, clock: () => new Date(), newId: randomUUID },
+    retentionSeconds: config.exportRetention,
     log,
   });
   let stopping = false;
@@ -135,9 +157,11 @@ async function main(): Promise<void> {
     try {
       // At once: stop accepting connections (in-flight requests finish; requests on kept-alive connections get
       // 503), and let running jobs end their current chunk and give their leases back, to be resumed anywhere.
-      await Promise.all([app.close(), runner.stop()]);
+      await Promise.all([app.close(), runner.stop(), retention.stop()]);
+      await csv.fhirpath.close();
       await signals.close();
       await cache.close();
+      if (requestDb !== db) await requestDb.close();
       await db.close();
       log.info('stopped');
       process.exit(0);
@@ -150,6 +174,7 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void stop('SIGTERM'));
   await app.listen({ port: config.port, host: config.host });
   runner.start();
+  retention.start();
   log.info({ baseUrl: config.baseUrl, superAdminClientId: boot.clientId }, 'Cinder is ready');
 }
 

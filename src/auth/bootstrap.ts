@@ -8,7 +8,6 @@ import { generateSecret, readCredential, sha256, storeSecrets } from '../fhir/re
 import { updateResource } from '../fhir/repository/update.js';
 import type { Resource } from '../fhir/types.js';
 import type { Db } from '../storage/db.js';
-import { membershipsOfUser } from './principal.js';
 
 const LOCK_KEY = 72_410_002;
 const CLIENT_NAME = 'Super Admin Client';
@@ -32,6 +31,30 @@ async function create(db: Db, ctx: RepoContext, r: Resource): Promise<string> {
   return (res.body as Resource).id as string;
 }
 
+/**
+ * Start-up refuses a configuration that names another project's resource as the super administrator's: adopting it
+ * would hand that project's admins a super-admin login (API.md §1, §3). The message is one line naming the key.
+ */
+export class BootstrapError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'BootstrapError';
+  }
+}
+
+/** Whether `ref` (`Type/id`) is a live resource of the project. */
+async function inProject(db: Db, projectId: string, ref: string | undefined): Promise<boolean> {
+  const m = ref ? /^([A-Za-z]{1,64})\/([A-Za-z0-9.-]{1,64})$/.exec(ref) : null;
+  if (!m) return false;
+  const row = await firstId(
+    db,
+    `SELECT id FROM resources WHERE resource_type = $1 AND id = $2 AND project_id = $3 AND NOT deleted`,
+    [m[1], m[2], projectId],
+  );
+  return row !== undefined;
+}
+
+/** The admin membership of `userRef` in the Super Admin project (never one of another project), made whole. */
 async function ensureMembership(
   db: Db,
   ctx: RepoContext,
@@ -39,7 +62,14 @@ async function ensureMembership(
   userRef: string,
   profileRef: () => Promise<string>,
 ) {
-  const existing = (await membershipsOfUser(db, userRef)).find((m) => m.project_id === projectId);
+  const r = await db.query<{ id: string; json: string }>(
+    `SELECT id, content::text AS json FROM resources
+     WHERE resource_type = 'ProjectMembership' AND NOT deleted AND project_id = $1
+       AND content->'user'->>'reference' = $2
+     ORDER BY rid LIMIT 1`,
+    [projectId, userRef],
+  );
+  const existing = r.rows[0];
   if (!existing) {
     await create(db, ctx, {
       resourceType: 'ProjectMembership',
@@ -50,9 +80,21 @@ async function ensureMembership(
     });
     return;
   }
-  const m = JSON.parse(existing.json) as Resource;
-  if (m.admin !== true || m.active === false) {
-    await updateResource(db, ctx, 'ProjectMembership', existing.id, { ...m, admin: true, active: true });
+  const m = JSON.parse(existing.json) as Resource & {
+    project?: { reference?: string };
+    profile?: { reference?: string };
+  };
+  const projectOk = m.project?.reference === `Project/${projectId}`;
+  // A profile outside the project (restored data) would be refused at login (login-rules.ts): replace it.
+  const profileOk = await inProject(db, projectId, m.profile?.reference);
+  if (m.admin !== true || m.active === false || !projectOk || !profileOk) {
+    await updateResource(db, ctx, 'ProjectMembership', existing.id, {
+      ...m,
+      project: { reference: `Project/${projectId}` },
+      ...(profileOk ? {} : { profile: { reference: await profileRef() } }),
+      admin: true,
+      active: true,
+    });
   }
 }
 
@@ -84,11 +126,18 @@ async function ensure(db: Db, env: Env, admin: Config['admin']): Promise<Bootstr
   const ctx = systemContext(projectId, env);
 
   // The User with admin.email, its password, its Practitioner profile and admin membership.
-  let userId = await firstId(
-    db,
-    `SELECT id FROM resources WHERE resource_type = 'User' AND NOT deleted AND lower(content->>'email') = lower($1) ORDER BY rid LIMIT 1`,
+  const users = await db.query<{ id: string; project_id: string }>(
+    `SELECT id, project_id FROM resources WHERE resource_type = 'User' AND NOT deleted AND lower(content->>'email') = lower($1) ORDER BY rid LIMIT 1`,
     [admin.email],
   );
+  let userId = users.rows[0]?.id;
+  if (users.rows[0] && users.rows[0].project_id !== projectId) {
+    // A project's admins invited this address: setting its password and making it super administrator would give
+    // that project a super administrator's User; a second User with the address would make password login ambiguous.
+    throw new BootstrapError(
+      `Invalid configuration: admin.email: ${admin.email} is the email of a User of another project; choose another admin.email`,
+    );
+  }
   if (!userId) {
     userId = await create(db, ctx, {
       resourceType: 'User',
@@ -118,12 +167,19 @@ async function ensure(db: Db, env: Env, admin: Config['admin']): Promise<Bootstr
   let clientId = admin.clientId;
   let createdClient = false;
   if (clientId) {
-    const row = await firstId(
-      db,
-      `SELECT id FROM resources WHERE resource_type = 'ClientApplication' AND id = $1 AND NOT deleted`,
+    // Deleted rows count: updating a deleted id revives it in the project it was deleted from.
+    const rows = await db.query<{ project_id: string; deleted: boolean }>(
+      `SELECT project_id, deleted FROM resources WHERE resource_type = 'ClientApplication' AND id = $1`,
       [clientId],
     );
-    if (!row) {
+    const row = rows.rows[0];
+    if (row && row.project_id !== projectId) {
+      // A tenant created this id: adopting it would let its admins reset the secret and log in as super administrator.
+      throw new BootstrapError(
+        `Invalid configuration: admin.clientId: ClientApplication/${clientId} belongs to another project; choose another admin.clientId`,
+      );
+    }
+    if (!row || row.deleted) {
       await updateResource(db, ctx, 'ClientApplication', clientId, {
         resourceType: 'ClientApplication',
         id: clientId,

@@ -1,12 +1,13 @@
 // The client_credentials grant (RFC 6749 §4.4): a ClientApplication's id and secret → an access token
-// scoped to the ClientApplication's membership.
+// scoped to the ClientApplication's membership. A client logs in only through a membership of its own project
+// (API.md §3), so a membership that another project made for it (or restored data) lends it nothing.
 import { timingSafeEqual } from 'node:crypto';
 import { readCredential, sha256 } from '../fhir/repository/secrets.js';
 import { selectCurrent } from '../fhir/repository/store.js';
 import type { AuthDeps } from './deps.js';
 import { issueLogin, type TokenResponse } from './issue-login.js';
 import { OAuthError } from './oauth-error.js';
-import { membershipsOfUser } from './principal.js';
+import { activeMembershipsOfUser } from './principal.js';
 
 function sameHash(a: string, b: string): boolean {
   const x = Buffer.from(a, 'hex');
@@ -27,20 +28,26 @@ export async function clientCredentialsGrant(
   if (!client || client.deleted) throw bad;
   const stored = await readCredential(deps.db, 'ClientApplication', clientId, 'client_secret');
   if (!stored || !sameHash(stored, sha256(clientSecret))) throw bad;
-  const memberships = (await membershipsOfUser(deps.db, `ClientApplication/${clientId}`)).filter(
-    (m) => (JSON.parse(m.json) as { active?: boolean }).active !== false,
+  // After the secret check, so that only the client's holder learns why it cannot log in.
+  // ClientApplication.status is `active | error | off`: only an active client (or one without status) logs in.
+  const status = (JSON.parse(client.json) as { status?: unknown }).status;
+  if (status !== undefined && status !== 'active') {
+    throw new OAuthError('invalid_client', 'The client is not active');
+  }
+  const [membership] = await activeMembershipsOfUser(
+    deps.db,
+    `ClientApplication/${clientId}`,
+    client.project_id,
   );
-  const membership = memberships[0];
-  if (!membership) throw new OAuthError('invalid_client', 'The client has no project membership');
-  const profile =
-    (JSON.parse(membership.json) as { profile?: { reference?: string } }).profile?.reference ??
-    `ClientApplication/${clientId}`;
+  if (!membership) {
+    throw new OAuthError('invalid_client', 'The client has no active membership in its own project');
+  }
   return issueLogin(
     deps,
     {
       membershipId: membership.id,
       projectId: membership.project_id,
-      profile,
+      profile: membership.profile,
       clientId,
       authMethod: 'client_credentials',
     },

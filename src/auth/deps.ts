@@ -13,6 +13,11 @@ export interface AuthDeps {
   principals: PrincipalCache;
   /** Validator of external identity providers' JWTs (API.md §4); absent when none is configured. */
   external?: ExternalValidator;
+  /**
+   * Config `allowedOutboundHosts`: hosts a tenant's URLs (token exchange userinfo, jwksUri) may name even when they
+   * resolve to loopback or private addresses (API.md §2). Absent: none.
+   */
+  allowedOutboundHosts?: readonly string[];
 }
 
 export const nowSeconds = (deps: Pick<AuthDeps, 'clock'>): number =>

@@ -107,7 +107,7 @@ export async function invite(
       now,
     );
     writes.push(membership);
-    await commitCreates(tx, writes);
+    await commitCreates(tx, ctx, writes);
     return membership.resource;
   });
 }

@@ -1,6 +1,7 @@
 // Creates a login for a membership and the token response of RFC 6749 §5.1 plus Cinder's project/profile.
-import { createLogin, type NewLogin } from './principal.js';
 import { nowSeconds, type AuthDeps } from './deps.js';
+import { OAuthError } from './oauth-error.js';
+import { createLogin, loginWouldHold, type NewLogin } from './principal.js';
 
 export interface TokenResponse {
   access_token: string;
@@ -36,7 +37,16 @@ export async function issueLogin(
   opts: IssueOptions = { sub: '' },
 ): Promise<TokenResponse> {
   const id = deps.newId();
-  await createLogin(deps.db, { ...login, id });
+  const now = deps.clock();
+  // Every grant picks its membership with the login rules already; this guards any that does not (the same rules as
+  // loadPrincipal), so no token response ever names a profile of another project or a deactivated client or user.
+  if (!(await loginWouldHold(deps.db, { ...login, id }, now))) {
+    throw new OAuthError(
+      login.authMethod === 'client_credentials' ? 'invalid_client' : 'invalid_grant',
+      'The project membership cannot be logged in through',
+    );
+  }
+  await createLogin(deps.db, { ...login, id }, now);
   return accessTokenResponse(deps, { ...login, id }, opts);
 }
 

@@ -104,7 +104,10 @@ export async function passwordLogin(deps: AuthDeps, body: unknown): Promise<Logi
     const client = ID.test(req.clientId)
       ? await selectCurrent(deps.db, 'ClientApplication', req.clientId)
       : undefined;
-    if (!client || client.deleted) {
+    // ClientApplication.status is `active | error | off`: a deactivated client starts no login.
+    const status =
+      client && !client.deleted ? (JSON.parse(client.json) as { status?: unknown }).status : 'off';
+    if (!client || client.deleted || (status !== undefined && status !== 'active')) {
       throw new FhirError('invalid', 'Unknown clientId', 'login.unknown-client', {
         expression: ['clientId'],
       });
@@ -137,15 +140,19 @@ export async function passwordLogin(deps: AuthDeps, body: unknown): Promise<Logi
     ...(req.nonce !== undefined ? { nonce: req.nonce } : {}),
   };
   const code = await deps.db.transaction(async (tx) => {
-    await createLogin(tx, {
-      id: loginId,
-      membershipId: membership.id,
-      projectId: membership.project_id,
-      profile: membership.profile,
-      userId,
-      ...(req.clientId !== undefined ? { clientId: req.clientId } : {}),
-      authMethod: 'password',
-    });
+    await createLogin(
+      tx,
+      {
+        id: loginId,
+        membershipId: membership.id,
+        projectId: membership.project_id,
+        profile: membership.profile,
+        userId,
+        ...(req.clientId !== undefined ? { clientId: req.clientId } : {}),
+        authMethod: 'password',
+      },
+      deps.clock(),
+    );
     return createAuthorizationCode(tx, deps, loginId, req.codeChallenge as string, grant);
   });
   // Housekeeping; a failure here must not fail the login.

@@ -3,6 +3,7 @@
 import type { Actor } from '../fhir/access.js';
 import type { AccessScope } from '../fhir/types.js';
 import type { Queryable } from '../storage/db.js';
+import { loginHolds, usableMembership } from './login-rules.js';
 
 export interface Principal {
   loginId: string;
@@ -34,33 +35,29 @@ interface LoginRow {
   profile: string;
   client_id: string | null;
   user_id: string | null;
-  revoked: boolean;
   m_admin: string | null;
-  m_active: string | null;
-  m_deleted: boolean;
   p_super: string | null;
-  p_deleted: boolean;
 }
 
-/** The principal of a login, or undefined when the login is revoked or its membership/project is gone. */
-export async function loadPrincipal(
-  db: Queryable,
-  loginId: string,
-  sub: string,
-): Promise<Principal | undefined> {
-  const r = await db.query<LoginRow>(
-    `SELECT l.id, l.membership_id, l.project_id, l.profile, l.client_id, l.user_id, l.revoked,
-            m.content->>'admin' AS m_admin, m.content->>'active' AS m_active, m.deleted AS m_deleted,
-            p.content->>'superAdmin' AS p_super, p.deleted AS p_deleted
-     FROM logins l
-     JOIN resources m ON m.resource_type = 'ProjectMembership' AND m.id = l.membership_id
-     JOIN resources p ON p.resource_type = 'Project' AND p.id = l.project_id
-     WHERE l.id = $1`,
-    [loginId],
-    { prepare: true },
-  );
-  const row = r.rows[0];
-  if (!row || row.revoked || row.m_deleted || row.p_deleted || row.m_active === 'false') return undefined;
+const LOGIN_COLUMNS = 'id, membership_id, project_id, profile, client_id, user_id, auth_method, created_at';
+
+/** The principal of login rows `l` (a CTE with the `logins` columns) that still hold (login-rules.ts). */
+const principalSql = (source: string): string =>
+  `WITH l AS (${source})
+   SELECT l.id, l.membership_id, l.project_id, l.profile, l.client_id, l.user_id,
+          m.content->>'admin' AS m_admin, p.content->>'superAdmin' AS p_super
+   FROM l JOIN resources m ON m.resource_type = 'ProjectMembership' AND m.id = l.membership_id
+     JOIN resources p ON p.resource_type = 'Project' AND p.id = m.project_id
+   WHERE ${usableMembership('m', 'p')} AND ${loginHolds('l', 'm')}`;
+
+const LOAD_SQL = principalSql(`SELECT ${LOGIN_COLUMNS} FROM logins WHERE id = $1 AND NOT revoked`);
+const CHECK_SQL = principalSql(
+  `SELECT $1::text AS id, $2::text AS membership_id, $3::text AS project_id, $4::text AS profile,
+          $5::text AS client_id, $6::text AS user_id, $7::text AS auth_method, $8::timestamptz AS created_at`,
+);
+
+function toPrincipal(row: LoginRow | undefined, sub: string): Principal | undefined {
+  if (!row) return undefined;
   return {
     loginId: row.id,
     membershipId: row.membership_id,
@@ -74,6 +71,37 @@ export async function loadPrincipal(
   };
 }
 
+/**
+ * The principal of a login, or undefined when the login is revoked or no longer holds: its membership, client,
+ * user or project is gone, deactivated (now or at any time since the login began), or points outside its project.
+ */
+export async function loadPrincipal(
+  db: Queryable,
+  loginId: string,
+  sub: string,
+): Promise<Principal | undefined> {
+  const r = await db.query<LoginRow>(LOAD_SQL, [loginId], { prepare: true });
+  return toPrincipal(r.rows[0], sub);
+}
+
+/** The `logins` columns of a new login, in the order CHECK_SQL and the INSERT below take them. */
+const loginArgs = (l: NewLogin, createdAt: Date): unknown[] => [
+  l.id,
+  l.membershipId,
+  l.projectId,
+  l.profile,
+  l.clientId ?? null,
+  l.userId ?? null,
+  l.authMethod,
+  createdAt,
+];
+
+/** Whether a login about to be created would hold (the same rules as loadPrincipal), checked before it is stored. */
+export async function loginWouldHold(db: Queryable, l: NewLogin, createdAt: Date): Promise<boolean> {
+  const r = await db.query<LoginRow>(CHECK_SQL, loginArgs(l, createdAt), { prepare: true });
+  return r.rows.length > 0;
+}
+
 export interface NewLogin {
   id: string;
   membershipId: string;
@@ -84,40 +112,25 @@ export interface NewLogin {
   authMethod: 'client_credentials' | 'password' | 'external' | 'token-exchange';
 }
 
-export async function createLogin(db: Queryable, l: NewLogin): Promise<void> {
+/** Stores a login; `createdAt` is the app's clock, the clock resource versions are stamped with (login-rules.ts). */
+export async function createLogin(db: Queryable, l: NewLogin, createdAt: Date): Promise<void> {
   await db.query(
-    `INSERT INTO logins (id, membership_id, project_id, profile, client_id, user_id, auth_method)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-    [l.id, l.membershipId, l.projectId, l.profile, l.clientId ?? null, l.userId ?? null, l.authMethod],
+    `INSERT INTO logins (id, membership_id, project_id, profile, client_id, user_id, auth_method, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    loginArgs(l, createdAt),
   );
-}
-
-export interface MembershipRow {
-  id: string;
-  project_id: string;
-  json: string;
-}
-
-/** Active memberships whose `user` is the given reference (e.g. `ClientApplication/abc`). */
-export async function membershipsOfUser(db: Queryable, userRef: string): Promise<MembershipRow[]> {
-  const r = await db.query<MembershipRow>(
-    `SELECT id, project_id, content::text AS json FROM resources
-     WHERE resource_type = 'ProjectMembership' AND NOT deleted AND content->'user'->>'reference' = $1
-     ORDER BY rid`,
-    [userRef],
-  );
-  return r.rows;
 }
 
 interface MembershipPrincipalRow {
   project_id: string;
   m_admin: string | null;
-  m_active: string | null;
   p_super: string | null;
-  p_deleted: boolean | null;
 }
 
-/** The principal of a membership found without a login (an external token presented directly). */
+/**
+ * The principal of a membership found without a login (an external token presented directly), when the membership
+ * can be logged in through (login-rules.ts) and still names `profile`.
+ */
 export async function loadMembershipPrincipal(
   db: Queryable,
   membershipId: string,
@@ -126,15 +139,14 @@ export async function loadMembershipPrincipal(
   external: NonNullable<Principal['external']>,
 ): Promise<Principal | undefined> {
   const r = await db.query<MembershipPrincipalRow>(
-    `SELECT m.project_id, m.content->>'admin' AS m_admin, m.content->>'active' AS m_active,
-            p.content->>'superAdmin' AS p_super, p.deleted AS p_deleted
+    `SELECT m.project_id, m.content->>'admin' AS m_admin, p.content->>'superAdmin' AS p_super
      FROM resources m JOIN resources p ON p.resource_type = 'Project' AND p.id = m.project_id
-     WHERE m.resource_type = 'ProjectMembership' AND m.id = $1 AND NOT m.deleted`,
-    [membershipId],
+     WHERE m.id = $1 AND m.content->'profile'->>'reference' = $2 AND ${usableMembership('m', 'p')}`,
+    [membershipId, profile],
     { prepare: true },
   );
   const row = r.rows[0];
-  if (!row || row.p_deleted || row.m_active === 'false') return undefined;
+  if (!row) return undefined;
   return {
     loginId: '',
     membershipId,
@@ -173,15 +185,22 @@ export interface ActiveMembership {
   profile: string;
 }
 
-/** Active memberships with a profile, of live projects, whose `user` is the given reference (oldest first). */
-export async function activeMembershipsOfUser(db: Queryable, userRef: string): Promise<ActiveMembership[]> {
+/**
+ * Memberships whose `user` is the given reference (e.g. `User/abc`, `ClientApplication/abc`) and that can be logged
+ * in through (login-rules.ts), oldest first; only those of `projectId` when it is given.
+ */
+export async function activeMembershipsOfUser(
+  db: Queryable,
+  userRef: string,
+  projectId?: string,
+): Promise<ActiveMembership[]> {
   const r = await db.query<ActiveMembership>(
     `SELECT m.id, m.project_id, m.content->'profile'->>'reference' AS profile
-     FROM resources m JOIN resources p ON p.resource_type = 'Project' AND p.id = m.project_id AND NOT p.deleted
-     WHERE m.resource_type = 'ProjectMembership' AND NOT m.deleted AND m.content->'user'->>'reference' = $1
-       AND coalesce(m.content->>'active', 'true') <> 'false' AND m.content->'profile'->>'reference' IS NOT NULL
+     FROM resources m JOIN resources p ON p.resource_type = 'Project' AND p.id = m.project_id
+     WHERE m.content->'user'->>'reference' = $1 AND ($2::text IS NULL OR m.project_id = $2)
+       AND ${usableMembership('m', 'p')}
      ORDER BY m.rid`,
-    [userRef],
+    [userRef, projectId ?? null],
   );
   return r.rows;
 }

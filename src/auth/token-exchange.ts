@@ -1,16 +1,21 @@
 // The token-exchange grant (RFC 8693, https://www.rfc-editor.org/rfc/rfc8693; API.md §2, seed §5.8): an access token of
 // the identity provider configured on a ClientApplication is checked at that provider's userinfo endpoint, the user is
 // found by email (User.email) or, with `useSubject`, by `sub` (ProjectMembership.externalId) inside the client's
-// project, and a service access token is issued that never outlives the subject token.
+// project, and a service access token is issued that never outlives the subject token. The userinfo URL is a
+// tenant's choice, so it is fetched only through the outbound rule, and every failed exchange answers alike: which
+// step failed (closed port, internal address, no such user) goes to the log, never to the caller.
 import { decodeJwt } from 'jose';
 import { selectCurrent } from '../fhir/repository/store.js';
 import { nowSeconds, type AuthDeps } from './deps.js';
 import type { ExternalAuthLogger } from './external/validate-external-token.js';
 import { issueLogin, type TokenResponse } from './issue-login.js';
 import { OAuthError } from './oauth-error.js';
+import { outboundGet, OutboundError, type Resolver } from './outbound.js';
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+/** The one answer of every failed exchange (API.md §2). */
+export const EXCHANGE_FAILED = 'The subject token could not be exchanged';
 
 export interface TokenExchangeParams {
   subjectToken?: string;
@@ -20,10 +25,10 @@ export interface TokenExchangeParams {
 
 export interface TokenExchangeOptions {
   log: ExternalAuthLogger;
-  /** Defaults to the global fetch. */
-  fetch?: typeof fetch;
   /** Timeout of the userinfo request in milliseconds (default 5000). */
   timeoutMs?: number;
+  /** DNS resolver of the outbound rule (default the system's). */
+  resolve?: Resolver;
 }
 
 interface IdentityProvider {
@@ -56,48 +61,48 @@ function jwtClaims(token: string): Record<string, unknown> | undefined {
   }
 }
 
-const rejected = (why: string) => new OAuthError('invalid_grant', why);
+/** Why an exchange failed, for the log; the caller always gets EXCHANGE_FAILED. */
+class ExchangeFailure extends Error {
+  constructor(
+    readonly reason: string,
+    readonly detail: Record<string, unknown> = {},
+  ) {
+    super(reason);
+  }
+}
+
+const failed = (reason: string, detail?: Record<string, unknown>) => new ExchangeFailure(reason, detail);
 
 async function callUserinfo(
+  deps: AuthDeps,
   url: string,
   token: string,
   opts: TokenExchangeOptions,
 ): Promise<Record<string, unknown>> {
-  const fetchImpl = opts.fetch ?? globalThis.fetch;
-  const host = new URL(url).host;
-  let res: Response;
-  let text: string;
+  let res;
   try {
-    res = await fetchImpl(url, {
-      method: 'GET',
-      headers: { Authorization: `Bearer ${token}`, Accept: 'application/json' },
-      signal: AbortSignal.timeout(opts.timeoutMs ?? 5000),
-      // Never forward the token to wherever a redirect points.
-      redirect: 'manual',
-    });
-    if (res.status < 200 || res.status > 299) {
-      await res.body?.cancel().catch(() => undefined);
-      if (res.status >= 500) opts.log.warn({ host, status: res.status }, 'Token exchange: userinfo failed');
-      throw rejected('The identity provider rejected the subject token');
-    }
-    text = await res.text();
-  } catch (err) {
-    if (err instanceof OAuthError) throw err;
-    // Only the error's name and code are logged: the message of a fetch error may quote the request.
-    const e = err as { name?: unknown; cause?: { code?: unknown } };
-    opts.log.warn(
-      { host, err: { name: String(e?.name), code: String(e?.cause?.code ?? '') } },
-      'Token exchange: userinfo unreachable',
+    res = await outboundGet(
+      url,
+      { allowedHosts: deps.allowedOutboundHosts ?? [], ...(opts.resolve ? { resolve: opts.resolve } : {}) },
+      {
+        headers: { Authorization: `Bearer ${token}`, Accept: 'application/json' },
+        timeoutMs: opts.timeoutMs ?? 5000,
+      },
     );
-    throw rejected('The identity provider could not be reached');
+  } catch (err) {
+    if (err instanceof OutboundError)
+      throw failed(`userinfo ${err.reason}`, err.code ? { code: err.code } : {});
+    throw err;
   }
+  // Redirects are not followed: the token must never reach wherever a redirect points.
+  if (res.status < 200 || res.status > 299) throw failed('userinfo answered non-2xx', { status: res.status });
   try {
-    const body: unknown = JSON.parse(text);
+    const body: unknown = JSON.parse(res.body);
     if (isRecord(body)) return body;
   } catch {
     // fall through
   }
-  throw rejected('The identity provider answered no userinfo object');
+  throw failed('userinfo answered no JSON object');
 }
 
 interface MembershipMatch {
@@ -121,9 +126,9 @@ async function findMembership(
   let rows: MembershipMatch[];
   if (idp.useSubject) {
     const sub = userinfo.sub;
-    if (typeof sub !== 'string' || sub === '') throw rejected('The identity provider answered no subject');
+    if (typeof sub !== 'string' || sub === '') throw failed('userinfo answered no subject');
     if (typeof claims?.sub === 'string' && claims.sub !== sub) {
-      throw rejected('The identity provider returned a different subject than the token');
+      throw failed('userinfo subject differs from the token');
     }
     rows = (
       await deps.db.query<MembershipMatch>(`${MEMBERSHIP_SQL} AND m.content->>'externalId' = $2 LIMIT 2`, [
@@ -133,9 +138,9 @@ async function findMembership(
     ).rows;
   } else {
     const email = userinfo.email;
-    if (typeof email !== 'string' || email === '') throw rejected('The identity provider answered no email');
+    if (typeof email !== 'string' || email === '') throw failed('userinfo answered no email');
     // An address the provider itself has not verified identifies nobody.
-    if (userinfo.email_verified === false) throw rejected('The identity provider has not verified the email');
+    if (userinfo.email_verified === false) throw failed('userinfo email not verified');
     rows = (
       await deps.db.query<MembershipMatch>(
         `${MEMBERSHIP_SQL} AND m.content->'user'->>'reference' IN (
@@ -147,9 +152,27 @@ async function findMembership(
     ).rows;
   }
   const [first, second] = rows;
-  if (!first || !first.profile) throw rejected("No user of the client's project matches the subject token");
-  if (second) throw rejected("Several users of the client's project match the subject token");
+  if (!first || !first.profile) throw failed('no membership matches');
+  if (second) throw failed('several memberships match');
   return first;
+}
+
+/** The ClientApplication's identity provider checks the subject token; the user is its project's matching member. */
+async function identify(
+  deps: AuthDeps,
+  project: string,
+  idp: IdentityProvider,
+  subjectToken: string,
+  opts: TokenExchangeOptions,
+): Promise<{ m: MembershipMatch; exp?: number }> {
+  const claims = jwtClaims(subjectToken);
+  const exp = typeof claims?.exp === 'number' && Number.isFinite(claims.exp) ? claims.exp : undefined;
+  if (exp !== undefined && exp <= nowSeconds(deps)) throw failed('subject token expired');
+  const userinfo = await callUserinfo(deps, idp.userInfoUrl, subjectToken, opts);
+  const m = await findMembership(deps, project, idp, userinfo, claims);
+  // The provider may have taken its time: the token must still be valid now.
+  if (exp !== undefined && exp <= nowSeconds(deps)) throw failed('subject token expired');
+  return { m, ...(exp !== undefined ? { exp } : {}) };
 }
 
 export async function tokenExchangeGrant(
@@ -172,15 +195,18 @@ export async function tokenExchangeGrant(
   const idp = identityProviderOf(JSON.parse(row.json) as Record<string, unknown>);
   if (!idp) throw new OAuthError('invalid_request', 'The client has no identity provider with a userInfoUrl');
 
-  const claims = jwtClaims(subjectToken);
-  const exp = typeof claims?.exp === 'number' && Number.isFinite(claims.exp) ? claims.exp : undefined;
-  if (exp !== undefined && exp <= nowSeconds(deps)) throw rejected('The subject token has expired');
-
-  const userinfo = await callUserinfo(idp.userInfoUrl, subjectToken, opts);
-  const m = await findMembership(deps, row.project_id, idp, userinfo, claims);
+  let found: { m: MembershipMatch; exp?: number };
+  try {
+    found = await identify(deps, row.project_id, idp, subjectToken, opts);
+  } catch (err) {
+    if (!(err instanceof ExchangeFailure)) throw err;
+    // Host only: the path is the tenant's, the token is the caller's.
+    const host = new URL(idp.userInfoUrl).host;
+    opts.log.warn({ clientId, host, reason: err.reason, ...err.detail }, 'Token exchange failed');
+    throw new OAuthError('invalid_grant', EXCHANGE_FAILED);
+  }
+  const { m, exp } = found;
   const userId = m.user_ref?.startsWith('User/') ? m.user_ref.slice('User/'.length) : undefined;
-  // The provider may have taken its time: the token must still be valid now.
-  if (exp !== undefined && exp <= nowSeconds(deps)) throw rejected('The subject token has expired');
   const issued = await issueLogin(
     deps,
     {

@@ -95,6 +95,26 @@ export const configSchema = z
     jobPauseMs: z.coerce.number().int().min(0).max(60_000).default(0),
     /** Rows an export reads per query (and at most per chunk). */
     exportPageSize: z.coerce.number().int().min(1).max(100_000).default(2000),
+    /**
+     * Hosts (`host` or `host:port`) that URLs set by a project admin (ClientApplication.identityProvider,
+     * ClientApplication.jwksUri) may name even when they resolve to loopback, private or link-local addresses.
+     */
+    allowedOutboundHosts: z.array(z.string().min(1)).default([]),
+    /** Seconds after a bulk export job ends until its files and its `output` are deleted. */
+    exportRetention: z.coerce.number().int().min(1).default(86_400),
+    /** Running or queued exports one login (user or client) may have; one more kick-off answers 429. */
+    maxActiveExportsPerUser: z.coerce.number().int().min(1).default(5),
+    /** Milliseconds a client has to send a whole request (line, headers and body); then 408 and the connection closes. */
+    requestTimeout: z.coerce.number().int().min(1000).max(600_000).default(30_000),
+    /** Open connections one client address may hold; more are closed at once (0: no limit). */
+    maxConnectionsPerClient: z.coerce.number().int().min(0).default(256),
+    /**
+     * Milliseconds a `$csv` (or CSV export page) may spend in FHIRPath beyond the fast path; the worker thread that
+     * runs it is then stopped and the request answers 422 too-costly (the export job fails).
+     */
+    fhirpathTimeout: z.coerce.number().int().min(100).max(600_000).default(10_000),
+    /** PostgreSQL statement_timeout of request queries in milliseconds (0: none); beyond it the request answers 503. */
+    statementTimeout: z.coerce.number().int().min(0).max(600_000).default(25_000),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
   .strict();

@@ -48,6 +48,14 @@ export function searchScope(
   return scope;
 }
 
+/**
+ * Chained parameters read their target type (`user:ClientApplication.name=x` reads ClientApplications): each must be
+ * readable by the caller, or the search would tell whether such a resource exists.
+ */
+export function assertChainsReadable(actor: Actor, chainedTypes: readonly string[]): void {
+  for (const type of chainedTypes) assertRead(actor, type);
+}
+
 export function assertRead(actor: Actor, resourceType: string): void {
   if (!canRead(actor, resourceType)) {
     throw new FhirError(

@@ -27,4 +27,9 @@ export interface AccessScope {
   projectId: string | null;
   /** Only resources whose `meta.author.reference` is this (a member searching the AsyncJobs they started). */
   author?: string;
+  /**
+   * Only resources that are the `profile` of a live, active ProjectMembership of their own project (the profiles an
+   * external identity's fhirUser search may find, API.md §4).
+   */
+  memberProfiles?: boolean;
 }

@@ -50,9 +50,12 @@ export async function writeJobVersion(
   change: Partial<AsyncJobResource>,
 ): Promise<void> {
   const current = JSON.parse(row.json) as AsyncJobResource;
-  const author = current.meta?.author?.reference;
-  const ctx: RepoContext = { ...systemContext(row.project_id, envOf(env)), ...(author ? { author } : {}) };
-  await writeNextVersion(tx, ctx, row, { ...current, ...change });
+  await writeNextVersion(tx, jobContext(env, row, current), row, { ...current, ...change });
+}
+
+function jobContext(env: Env, row: StoredRow, job: AsyncJobResource): RepoContext {
+  const author = job.meta?.author?.reference;
+  return { ...systemContext(row.project_id, envOf(env)), ...(author ? { author } : {}) };
 }
 
 /**
@@ -70,11 +73,12 @@ export async function finalizeJob(
   return db.transaction(async (tx) => {
     // Lock order everywhere: the AsyncJob row, then the queue row (as $cancel does).
     const row = await selectCurrent(tx, 'AsyncJob', id, true);
-    if (!(await finish(tx, id, worker, status, extra.error))) return false;
+    const now = env.clock();
+    if (!(await finish(tx, id, worker, status, now, extra.error))) return false;
     if (!row || row.deleted || (JSON.parse(row.json) as AsyncJobResource).status !== 'accepted') return true;
     await writeJobVersion(tx, env, row, {
       status,
-      transactionTime: env.clock().toISOString(),
+      transactionTime: now.toISOString(),
       ...(extra.output ? { output: extra.output } : {}),
     });
     return true;
@@ -83,6 +87,14 @@ export async function finalizeJob(
 
 /** The $cancel transition `accepted` → `cancelled` on a locked AsyncJob row (queue row included, if any). */
 export async function cancelJobRow(tx: Queryable, env: Env, row: StoredRow): Promise<void> {
-  await markCancelled(tx, row.id);
+  await markCancelled(tx, row.id, env.clock());
   await writeJobVersion(tx, env, row, { status: 'cancelled' });
+}
+
+/** The next version of a locked AsyncJob row without `output` (its files are gone: API.md §1 `exportRetention`). */
+export async function dropJobOutput(tx: Queryable, env: Env, row: StoredRow): Promise<void> {
+  const current = JSON.parse(row.json) as AsyncJobResource;
+  if (row.deleted || current.output === undefined) return;
+  const { output: _dropped, ...rest } = current;
+  await writeNextVersion(tx, jobContext(env, row, current), row, rest);
 }

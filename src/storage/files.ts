@@ -16,13 +16,30 @@ export interface FileStore {
   deleteDir(prefix: string): Promise<void>;
 }
 
-const KEY_RE = /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/;
+/** A key that is not a `/`-separated list of plain file names; nothing is read, written or deleted. */
+export class InvalidFileKeyError extends Error {
+  constructor(key: string) {
+    super(`invalid file key: ${key.slice(0, 200)}`);
+    this.name = 'InvalidFileKeyError';
+  }
+}
+
+/**
+ * A plain file name: letters, digits, `_`, `-` and inner dots, not starting with a dot — so never `.`, `..`, a
+ * hidden file, a separator, a drive letter or an empty segment, whatever the platform.
+ */
+export function isPlainFileName(name: string): boolean {
+  return /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/.test(name);
+}
 
 export function localFileStore(root: string): FileStore {
+  const base = path.resolve(root);
   const resolve = (key: string): string => {
-    if (!KEY_RE.test(key) || key.split('/').some((p) => p === '..' || p === '.'))
-      throw new Error(`invalid file key: ${key}`);
-    return path.join(root, key);
+    if (!key.split('/').every(isPlainFileName)) throw new InvalidFileKeyError(key);
+    const file = path.resolve(base, key);
+    // Belt and braces: whatever a future key rule allows, nothing outside the root is touched.
+    if (!file.startsWith(base + path.sep)) throw new InvalidFileKeyError(key);
+    return file;
   };
   return {
     async append(key, text) {

@@ -7,6 +7,7 @@ import * as m003 from './migrations/003-memberships.js';
 import * as m004 from './migrations/004-oauth.js';
 import * as m005 from './migrations/005-jobs.js';
 import * as m006 from './migrations/006-live-count.js';
+import * as m007 from './migrations/007-idp-client-secrets.js';
 
 export interface Migration {
   version: number;
@@ -14,7 +15,7 @@ export interface Migration {
 }
 
 /** Ordered on purpose: a migration's number is its place in history, not a file listing. */
-export const MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005, m006];
+export const MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005, m006, m007];
 
 const LOCK_KEY = 72_410_001;
 

@@ -77,6 +77,11 @@ export interface PostgresOptions {
    * DbUnavailableError; bounds how long a request waits while the database is down. Default 5000.
    */
   connectTimeoutMs?: number;
+  /**
+   * PostgreSQL `statement_timeout` of every statement on this pool in milliseconds (0 or absent: none): a request's
+   * query that runs longer is cancelled (SQLSTATE 57014) instead of holding a connection and the database.
+   */
+  statementTimeoutMs?: number;
   onError?: (err: Error) => void;
 }
 
@@ -91,6 +96,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
     ...(opts.schema ? { options: `-c search_path=${opts.schema}` } : {}),
+    ...(opts.statementTimeoutMs ? { statement_timeout: opts.statementTimeoutMs } : {}),
   });
   // An idle client that loses its server emits here; without a listener the process would crash.
   pool.on('error', (err) => opts.onError?.(err));

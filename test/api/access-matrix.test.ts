@@ -70,13 +70,18 @@ const POLICY = {
   'GET ClientApplication/:id':         [...UNAUTH,                  403,    200,     404,       200,   403],
   'GET ClientApplication?_id=:id':     [...UNAUTH,                  403,    '200 n=1', '200 n=0', '200 n=1', 403],
   'POST ClientApplication':            [...UNAUTH,                  403,    201,     201,       201,   403],
+  // Conditional create: write access first, then a search with the caller's read access (found: 200).
+  'POST ClientApplication If-None-Exist':[...UNAUTH,                403,    200,     201,       200,   403],
   'PUT ClientApplication/:id':         [...UNAUTH,                  403,    200,     404,       200,   403],
   'DELETE ClientApplication/:id':      [...UNAUTH,                  403,    200,     404,       200,   403],
   'GET ProjectMembership/:id':         [...UNAUTH,                  200,    200,     404,       200,   200],
   // A membership of project A (meta.project A): only A's admins and the super admin may make one; a membership
-  // stored in the caller's own project must not name project A (400 for the super admin too: it would be theirs).
+  // stored in another admin's own project must not name project A (400). A super admin's membership without
+  // meta.project is stored in the project it names (API.md §3).
   'POST ProjectMembership (in A)':     [...UNAUTH,                  403,    201,     403,       201,   403],
-  'POST ProjectMembership naming A':   [...UNAUTH,                  403,    201,     400,       400,   403],
+  'POST ProjectMembership naming A':   [...UNAUTH,                  403,    201,     400,       201,   403],
+  // Its profile must be a resource of A (API.md §3), for every caller.
+  'POST ProjectMembership (B profile)':[...UNAUTH,                  403,    400,     400,       400,   403],
   'PUT ProjectMembership/:id (admin)': [...UNAUTH,                  403,    200,     404,       200,   403],
   'PATCH ProjectMembership/:id':       [...UNAUTH,                  403,    200,     404,       200,   403],
   'GET User/:id':                      [...UNAUTH,                  200,    200,     404,       200,   200],
@@ -111,6 +116,8 @@ interface Fixtures {
   memberJob: string;
   adminJob: string;
   expungeProject: string;
+  /** A Patient of project B. */
+  bPatient: string;
 }
 
 describe('access matrix', () => {
@@ -294,6 +301,12 @@ describe('access matrix', () => {
       url: 'ClientApplication',
       payload: { resourceType: 'ClientApplication', name: 'new' },
     }),
+    'POST ClientApplication If-None-Exist': () => ({
+      method: 'POST',
+      url: 'ClientApplication',
+      headers: { 'if-none-exist': `_id=${f.memberClient}` },
+      payload: { resourceType: 'ClientApplication', name: 'new' },
+    }),
     'PUT ClientApplication/:id': async () => {
       const id = await fresh({ resourceType: 'ClientApplication', name: 'c' });
       return {
@@ -316,18 +329,25 @@ describe('access matrix', () => {
       method: 'POST',
       url: 'ProjectMembership',
       payload: {
-        ...membership(f.a.projectId, await fresh({ resourceType: 'Practitioner' })),
+        ...membership(f.a.projectId, await fresh({ resourceType: 'Practitioner' }), f.userId),
         meta: { project: f.a.projectId },
       },
     }),
     'POST ProjectMembership naming A': async () => ({
       method: 'POST',
       url: 'ProjectMembership',
-      payload: membership(f.a.projectId, await fresh({ resourceType: 'Practitioner' })),
+      payload: membership(f.a.projectId, await fresh({ resourceType: 'Practitioner' }), f.userId),
+    }),
+    'POST ProjectMembership (B profile)': () => ({
+      method: 'POST',
+      url: 'ProjectMembership',
+      payload: membership(f.a.projectId, f.bPatient, f.userId, 'Patient'),
     }),
     // The member's own membership, made admin: the escalation the policy must refuse.
     'PUT ProjectMembership/:id (admin)': async () => {
-      const id = await fresh(membership(f.a.projectId, await fresh({ resourceType: 'Practitioner' })));
+      const id = await fresh(
+        membership(f.a.projectId, await fresh({ resourceType: 'Practitioner' }), f.userId),
+      );
       const current = (await as(f.a.adminToken, { method: 'GET', url: `ProjectMembership/${id}` })).json();
       return {
         method: 'PUT',
@@ -337,7 +357,9 @@ describe('access matrix', () => {
       };
     },
     'PATCH ProjectMembership/:id': async () => {
-      const id = await fresh(membership(f.a.projectId, await fresh({ resourceType: 'Practitioner' })));
+      const id = await fresh(
+        membership(f.a.projectId, await fresh({ resourceType: 'Practitioner' }), f.userId),
+      );
       return {
         method: 'PATCH',
         url: `ProjectMembership/${id}`,
@@ -414,6 +436,7 @@ describe('access matrix', () => {
         request: 'x',
       }),
       expungeProject,
+      bPatient: await created(b.adminToken, { resourceType: 'Patient' }),
     };
     // An expired token that is otherwise the member's: same key, same login, exp in the past.
     const issuer = createTokenIssuer(await loadKeyRing(t.db), 'http://cinder.test/');
@@ -510,9 +533,9 @@ describe('access matrix', () => {
 const pat = (id: string) => ({ type: 'Patient', id });
 const job = (id: string) => ({ type: 'AsyncJob', id });
 const bundle = (type: string, entry: unknown[]) => ({ resourceType: 'Bundle', type, entry });
-const membership = (projectId: string, practitioner: string) => ({
+const membership = (projectId: string, profile: string, userId: string, profileType = 'Practitioner') => ({
   resourceType: 'ProjectMembership',
   project: { reference: `Project/${projectId}` },
-  user: { reference: `Practitioner/${practitioner}` },
-  profile: { reference: `Practitioner/${practitioner}` },
+  user: { reference: `User/${userId}` },
+  profile: { reference: `${profileType}/${profile}` },
 });

@@ -187,19 +187,23 @@ describe.each(testDatabases())('external authentication on $name', (database) =>
   });
 
   it('answers 401 when a fhirUser search matches several profiles', async () => {
-    for (let i = 0; i < 2; i++) {
-      await postResource(t, project.adminToken, {
-        resourceType: 'Practitioner',
-        identifier: [{ system: 'urn:dup', value: 'twin' }],
+    // Profiles are resources with a membership (API.md §4): two invited Practitioners with one identifier.
+    for (const name of ['Twin1', 'Twin2']) {
+      const m = (await invite({ resourceType: 'Practitioner', firstName: name, lastName: 'Dup' })).json();
+      const id = (m.profile.reference as string).split('/')[1] as string;
+      const put = await t.request({
+        method: 'PUT',
+        url: `${t.fhir}/Practitioner/${id}`,
+        token: project.adminToken,
+        payload: { resourceType: 'Practitioner', id, identifier: [{ system: 'urn:dup', value: 'twin' }] },
       });
+      expect(put.statusCode).toBe(200);
     }
-    expect(
-      (
-        await userinfo(
-          await idp.token({ fhirUser: 'Practitioner?identifier=urn:dup|twin' }, { now: nowSec() }),
-        )
-      ).statusCode,
-    ).toBe(401);
+    const res = await userinfo(
+      await idp.token({ fhirUser: 'Practitioner?identifier=urn:dup|twin' }, { now: nowSec() }),
+    );
+    expect(res.statusCode).toBe(401);
+    expect(res.json().issue[0].details.text).toMatch(/several profiles/);
   });
 
   it('caches a success for one hour: one provider call for repeated and concurrent requests, again after expiry', async () => {
@@ -341,7 +345,10 @@ describe.each(testDatabases())('external authentication on $name', (database) =>
           resourceType: 'ProjectMembership',
           project: { reference: `Project/${other.projectId}` },
           user: { reference: 'User/x' },
-          profile: { reference: 'Practitioner/x' },
+          // The profile must be a resource of the membership's project (API.md §3).
+          profile: {
+            reference: `Practitioner/${(await postResource(t, other.adminToken, { resourceType: 'Practitioner' })).json().id}`,
+          },
           externalId: 'dup-ext-1',
         },
       });
@@ -353,20 +360,15 @@ describe.each(testDatabases())('external authentication on $name', (database) =>
   // (a restore), which is what seed §5.6's 401 still guards.
   it('answers 401 when several memberships share the externalId (seed §5.6)', async () => {
     await t.db.query('DROP INDEX resources_membership_external_id');
+    // Whole memberships (a live profile and user of the project), as a restore would bring them.
     for (const name of ['One', 'Two']) {
-      const res = await t.request({
-        method: 'POST',
-        url: `${t.fhir}/ProjectMembership`,
-        token: project.adminToken,
-        payload: {
-          resourceType: 'ProjectMembership',
-          project: { reference: `Project/${project.projectId}` },
-          user: { reference: `User/${name}` },
-          profile: { reference: `Practitioner/${name}` },
-          externalId: 'shared-ext',
-        },
-      });
-      expect(res.statusCode).toBe(201);
+      const res = await invite({ resourceType: 'Practitioner', firstName: name, lastName: 'Shared' });
+      expect(res.statusCode).toBe(200);
+      await t.db.query(
+        `UPDATE resources SET content = jsonb_set(content, '{externalId}', '"shared-ext"')
+         WHERE resource_type = 'ProjectMembership' AND id = $1`,
+        [res.json().id],
+      );
     }
     const res = await userinfo(await idp.token({ sub: 'shared-ext' }, { now: nowSec() }));
     expect(res.statusCode).toBe(401);

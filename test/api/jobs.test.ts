@@ -39,12 +39,13 @@ describe.runIf(url && postgres)('two instances on PostgreSQL', () => {
     const database = postgres as NonNullable<typeof postgres>;
     a = await startTestApp(
       database,
-      { dataDir: dir },
+      // Ten exports of one client at once: above the default quota of active exports (export-limits.test.ts).
+      { dataDir: dir, maxActiveExportsPerUser: 20 },
       { signals: sig(), jobs: { afterChunk: hook('a'), exportPageSize: 2 } },
     );
     b = await startTestApp(
       database,
-      { dataDir: dir },
+      { dataDir: dir, maxActiveExportsPerUser: 20 },
       { db: a.db, signals: sig(), jobs: { afterChunk: hook('b'), exportPageSize: 2 } },
     );
     token = (await a.newProject()).adminToken;

@@ -129,7 +129,12 @@ describe.each(testDatabases())('OAuth flows on $name', (database) => {
 
   beforeAll(async () => {
     idp = await startMockIdp();
-    t = await startTestApp(database, {}, { clock: () => new Date(now) });
+    // The mock provider listens on loopback: the operator allows it (API.md §2 allowedOutboundHosts).
+    t = await startTestApp(
+      database,
+      { allowedOutboundHosts: [new URL(idp.issuer).host] },
+      { clock: () => new Date(now) },
+    );
     project = await t.newProject('Flows');
     other = await t.newProject('Elsewhere');
     alice = await invite(project.projectId, project.adminToken, {

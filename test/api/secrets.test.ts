@@ -12,6 +12,10 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMemoryCache, createRedisCache, type Cache } from '../../src/storage/cache/index.js';
+import type { Db } from '../../src/storage/db.js';
+import { migrate, MIGRATIONS } from '../../src/storage/migrate.js';
+import { openPglite } from '../../src/storage/pglite.js';
+import { openPostgres } from '../../src/storage/postgres.js';
 import { testDatabases } from '../support/db.js';
 import { startMockIdp, type MockIdp } from '../support/mock-idp.js';
 import { ADMIN_CLIENT_ID, ADMIN_CLIENT_SECRET, startTestApp, type TestApp } from '../support/app.js';
@@ -415,10 +419,177 @@ describe('secrets never leak', () => {
     expect(files.ClientApplication?.length).toBeGreaterThan(1);
   });
 
+  it('keeps the identity provider client secret out of every answer (write-only, optional)', async () => {
+    const { projectId, adminToken } = await t.newProject('IdP secrets');
+    const idpSecret = (label: string) =>
+      secret(`idp-${label}-${randomUUID()}`, `IdP client secret (${label})`);
+    const provider = (clientSecret?: string) => ({
+      authorizeUrl: 'https://idp.invalid/authorize',
+      tokenUrl: 'https://idp.invalid/token',
+      userInfoUrl: 'https://idp.invalid/userinfo',
+      clientId: 'cinder',
+      ...(clientSecret !== undefined ? { clientSecret } : {}),
+    });
+    const app = (name: string, clientSecret?: string) => ({
+      resourceType: 'ClientApplication',
+      name,
+      identityProvider: provider(clientSecret),
+    });
+    const stored = async (id: string): Promise<string | undefined> =>
+      (
+        await t.db.query<{ secret: string | null }>(
+          `SELECT secret FROM credentials WHERE resource_type = 'ClientApplication' AND id = $1 AND kind = 'idp_client_secret'`,
+          [id],
+        )
+      ).rows[0]?.secret ?? undefined;
+
+    // Create with a secret: stored apart, not in the answer.
+    const first = idpSecret('create');
+    const created = await json(
+      'idp create',
+      'POST',
+      `${t.fhir}/ClientApplication`,
+      adminToken,
+      app('idp', first),
+    );
+    expect(created.statusCode, created.body).toBe(201);
+    const id = created.json().id as string;
+    expect(created.json().identityProvider).toEqual(provider());
+    expect(await stored(id)).toBe(first);
+    // clientSecret is optional (API.md §2).
+    const without = await json('idp none', 'POST', `${t.fhir}/ClientApplication`, adminToken, app('none'));
+    expect(without.statusCode, without.body).toBe(201);
+    expect(await stored(without.json().id as string)).toBeUndefined();
+    // An update without clientSecret keeps the stored one; with one, replaces it.
+    const keep = await json('idp keep', 'PUT', `${t.fhir}/ClientApplication/${id}`, adminToken, {
+      ...app('idp kept'),
+      id,
+    });
+    expect(keep.statusCode, keep.body).toBe(200);
+    expect(await stored(id)).toBe(first);
+    const second = idpSecret('update');
+    const put = await json('idp rotate', 'PUT', `${t.fhir}/ClientApplication/${id}`, adminToken, {
+      ...app('idp rotated', second),
+      id,
+    });
+    expect(put.statusCode, put.body).toBe(200);
+    expect(put.json().identityProvider).toEqual(provider());
+    expect(await stored(id)).toBe(second);
+    const third = idpSecret('patch');
+    const patched = await call('idp patch', {
+      method: 'PATCH',
+      url: `${t.fhir}/ClientApplication/${id}`,
+      token: adminToken,
+      headers: { 'content-type': 'application/json-patch+json' },
+      payload: JSON.stringify([{ op: 'add', path: '/identityProvider/clientSecret', value: third }]),
+    });
+    expect(patched.statusCode, patched.body).toBe(200);
+    expect(await stored(id)).toBe(third);
+    // Batch and transaction entries, created and updated.
+    const inBatch = idpSecret('batch');
+    const batchPut = idpSecret('batch put');
+    const batch = await json('idp batch', 'POST', t.fhir, adminToken, {
+      resourceType: 'Bundle',
+      type: 'batch',
+      entry: [
+        { resource: app('batch', inBatch), request: { method: 'POST', url: 'ClientApplication' } },
+        {
+          resource: { ...app('batch put', batchPut), id },
+          request: { method: 'PUT', url: `ClientApplication/${id}` },
+        },
+      ],
+    });
+    expect(batch.statusCode, batch.body).toBe(200);
+    const batchEntries = batch.json().entry as { response: { status: string; location?: string } }[];
+    expect(batchEntries.map((e) => e.response.status)).toEqual(['201 Created', '200 OK']);
+    expect(await stored(id)).toBe(batchPut);
+    const inTransaction = idpSecret('transaction');
+    const transaction = await json('idp transaction', 'POST', t.fhir, adminToken, {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [
+        {
+          fullUrl: 'urn:uuid:3f0c2a52-0f5e-4a43-9d83-0f3c1c1b7a10',
+          resource: app('transaction', inTransaction),
+          request: { method: 'POST', url: 'ClientApplication' },
+        },
+        {
+          resource: {
+            resourceType: 'ProjectMembership',
+            project: { reference: `Project/${projectId}` },
+            user: { reference: 'urn:uuid:3f0c2a52-0f5e-4a43-9d83-0f3c1c1b7a10' },
+            profile: { reference: 'urn:uuid:3f0c2a52-0f5e-4a43-9d83-0f3c1c1b7a10' },
+          },
+          request: { method: 'POST', url: 'ProjectMembership' },
+        },
+      ],
+    });
+    expect(transaction.statusCode, transaction.body).toBe(200);
+    const txId = (transaction.json().entry[0].response.location as string).split('/')[1] as string;
+    expect(await stored(txId)).toBe(inTransaction);
+    // A clientSecret that is not a string is refused, its value not quoted.
+    const bad = await json('idp bad', 'POST', `${t.fhir}/ClientApplication`, adminToken, {
+      ...app('bad'),
+      identityProvider: { ...provider(), clientSecret: { value: idpSecret('object') } },
+    });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().issue[0]).toMatchObject({
+      code: 'invalid',
+      expression: ['ClientApplication.identityProvider.clientSecret'],
+    });
+
+    // Every way of reading them, by the project admin and the super administrator.
+    const versions = Number(
+      (
+        await call('idp read', { method: 'GET', url: `${t.fhir}/ClientApplication/${id}`, token: adminToken })
+      ).json().meta.versionId,
+    );
+    expect(versions).toBe(5);
+    for (const token of [adminToken, t.adminToken]) {
+      const urls = [
+        `ClientApplication/${id}`,
+        ...Array.from({ length: versions }, (_, i) => `ClientApplication/${id}/_history/${i + 1}`),
+        `ClientApplication/${id}/_history`,
+        'ClientApplication/_history',
+        '_history',
+        `ClientApplication?_id=${id},${txId}`,
+        'ClientApplication?_lastUpdated=gt2000-01-01&_count=100',
+        `ProjectMembership?user=ClientApplication/${txId}&_include=ProjectMembership:user`,
+        `ClientApplication?_id=${txId}&_revinclude=ProjectMembership:user`,
+        `ClientApplication/$csv?_fields=identityProvider.clientSecret`,
+        `ProjectMembership/$csv?_fields=user.resolve().identityProvider.clientSecret,user`,
+      ];
+      for (const url of urls) {
+        const res = await call(`GET ${url}`, { method: 'GET', url: `${t.fhir}/${url}`, token });
+        expect(res.statusCode, `${url}: ${res.body}`).toBeLessThan(500);
+      }
+      const readBatch = await json('idp read batch', 'POST', t.fhir, token, {
+        resourceType: 'Bundle',
+        type: 'batch',
+        entry: [
+          { request: { method: 'GET', url: `ClientApplication/${id}` } },
+          { request: { method: 'GET', url: `ClientApplication/${id}/_history` } },
+          { request: { method: 'GET', url: 'ClientApplication?name=transaction' } },
+        ],
+      });
+      expect(readBatch.statusCode, readBatch.body).toBe(200);
+      expect(
+        (readBatch.json().entry as { response: { status: string } }[]).map((e) => e.response.status),
+      ).toEqual(['200 OK', '200 OK', '200 OK']);
+      // Bulk export, files downloaded.
+      const job = await startExport(t, token, '_type=ClientApplication,ProjectMembership');
+      const done = await waitForJob(t, job, token);
+      expect(done.status).toBe('completed');
+      const files = await downloadOutput(t, done, token);
+      responses.push({ what: 'idp export files', status: 200, text: JSON.stringify(files) });
+      expect(files.ClientApplication?.map((c) => c.id)).toEqual(expect.arrayContaining([id, txId]));
+    }
+  });
+
   it('finds none of them in responses, log lines, the cache or stored content', async () => {
     // Hashes of the stored credentials and refresh tokens are secrets too.
     const hashes = await t.db.query<{ h: string }>(
-      'SELECT hash AS h FROM credentials UNION ALL SELECT token_hash AS h FROM refresh_tokens',
+      `SELECT coalesce(hash, secret) AS h FROM credentials UNION ALL SELECT token_hash AS h FROM refresh_tokens`,
     );
     expect(hashes.rows.length).toBeGreaterThan(3);
     for (const r of hashes.rows) secret(r.h, 'stored credential hash');
@@ -458,3 +629,129 @@ describe('secrets never leak', () => {
     expect(leaks).toEqual([]);
   });
 });
+
+// A database written before identity provider secrets left resource content: migration 7 moves them out of every
+// version, and the server then answers without them.
+describe.each(testDatabases())(
+  'existing databases ($name): IdP client secrets move out of content',
+  (database) => {
+    const schema = `t_mig_${randomBytes(6).toString('hex')}`;
+    const url = process.env.TEST_DATABASE_URL;
+    let db: Db;
+    let t: TestApp | undefined;
+
+    beforeAll(async () => {
+      if (database.name === 'pglite') db = await openPglite(null);
+      else {
+        const admin = await openPostgres(url as string, { max: 1 });
+        await admin.exec(`CREATE SCHEMA ${schema}`);
+        await admin.close();
+        db = await openPostgres(url as string, { schema, max: 5 });
+      }
+      await migrate(
+        db,
+        MIGRATIONS.filter((m) => m.version < 7),
+      );
+    });
+    afterAll(async () => {
+      await t?.close();
+      await db?.close();
+      if (database.name === 'postgres') {
+        const admin = await openPostgres(url as string, { max: 1 });
+        await admin.exec(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+        await admin.close();
+      }
+    });
+
+    it('keeps the current secret in credentials and strips every stored version', async () => {
+      const idp = (clientSecret?: string) => ({
+        authorizeUrl: 'https://idp.invalid/a',
+        tokenUrl: 'https://idp.invalid/t',
+        userInfoUrl: 'https://idp.invalid/u',
+        clientId: 'c',
+        ...(clientSecret ? { clientSecret } : {}),
+      });
+      const client = (id: string, v: number, clientSecret?: string) => ({
+        resourceType: 'ClientApplication',
+        id,
+        name: id,
+        identityProvider: idp(clientSecret),
+        meta: { versionId: String(v), lastUpdated: '2025-01-01T00:00:00.000Z', project: 'p-old' },
+      });
+      // Versions as the old server stored them: live (v1 → v2), deleted (its row keeps its last content), and a client
+      // whose current version has no secret (an update without clientSecret used to drop it).
+      const rows: [string, boolean, Record<string, unknown>[]][] = [
+        ['ca-live', false, [client('ca-live', 1, 'old-secret-v1'), client('ca-live', 2, 'old-secret-v2')]],
+        ['ca-gone', true, [client('ca-gone', 1, 'old-secret-gone')]],
+        ['ca-dropped', false, [client('ca-dropped', 1, 'old-secret-dropped'), client('ca-dropped', 2)]],
+      ];
+      for (const [id, deleted, versions] of rows) {
+        const last = versions[versions.length - 1] as Record<string, unknown>;
+        const { rows: inserted } = await db.query<{ rid: string }>(
+          `INSERT INTO resources (resource_type, id, project_id, version_id, last_updated, deleted, content)
+         VALUES ('ClientApplication', $1, 'p-old', $2, now(), $3, $4::jsonb) RETURNING rid`,
+          [id, versions.length + (deleted ? 1 : 0), deleted, JSON.stringify(last)],
+        );
+        const rid = (inserted[0] as { rid: string }).rid;
+        for (const [i, v] of versions.entries())
+          await db.query(
+            `INSERT INTO resource_history (rid, resource_type, id, version_id, project_id, last_updated, deleted, content)
+           VALUES ($1, 'ClientApplication', $2, $3, 'p-old', now(), false, $4::jsonb)`,
+            [rid, id, i + 1, JSON.stringify(v)],
+          );
+      }
+      expect(await migrate(db)).toEqual([7]);
+
+      const stored = await db.query<{ text: string }>(
+        `SELECT content::text AS text FROM resources WHERE content IS NOT NULL
+       UNION ALL SELECT content::text FROM resource_history WHERE content IS NOT NULL`,
+      );
+      expect(stored.rows).toHaveLength(8);
+      for (const r of stored.rows) {
+        expect(r.text).not.toContain('old-secret');
+        expect(JSON.parse(r.text).identityProvider).toEqual(idp());
+      }
+      const creds = await db.query<{ id: string; hash: string | null; secret: string | null }>(
+        `SELECT id, hash, secret FROM credentials WHERE kind = 'idp_client_secret' ORDER BY id`,
+      );
+      expect(creds.rows).toEqual([{ id: 'ca-live', hash: null, secret: 'old-secret-v2' }]);
+
+      // The server on the migrated database: reads answer without the secret, an update keeps it. The clients'
+      // project must exist for a write to be accepted (write-rules.ts).
+      await db.query(
+        `INSERT INTO resources (resource_type, id, project_id, version_id, last_updated, deleted, content)
+         VALUES ('Project', 'p-old', 'p-old', 1, now(), false, $1::jsonb)`,
+        [
+          JSON.stringify({
+            resourceType: 'Project',
+            id: 'p-old',
+            name: 'Old',
+            meta: { versionId: '1', project: 'p-old' },
+          }),
+        ],
+      );
+      t = await startTestApp(database, {}, { db });
+      for (const url of ['ClientApplication/ca-live', 'ClientApplication/ca-live/_history']) {
+        const res = await t.request({ method: 'GET', url: `${t.fhir}/${url}`, token: t.adminToken });
+        expect(res.statusCode).toBe(200);
+        expect(res.body).not.toContain('old-secret');
+      }
+      const put = await t.request({
+        method: 'PUT',
+        url: `${t.fhir}/ClientApplication/ca-live`,
+        token: t.adminToken,
+        payload: {
+          resourceType: 'ClientApplication',
+          id: 'ca-live',
+          name: 'renamed',
+          identityProvider: idp(),
+        },
+      });
+      expect(put.statusCode, put.body).toBe(200);
+      const after = await db.query<{ secret: string }>(
+        `SELECT secret FROM credentials WHERE kind = 'idp_client_secret' AND id = 'ca-live'`,
+      );
+      expect(after.rows).toEqual([{ secret: 'old-secret-v2' }]);
+    });
+  },
+);

@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
+  clientToken,
   cleanEnv,
   exited,
   freePort,
@@ -84,4 +85,43 @@ describe('the server process', () => {
     again.child.kill('SIGTERM');
     expect(await exited(again.child)).toBe(0);
   });
+
+  it('refuses to start, with one line naming admin.clientId, when a tenant owns that ClientApplication id', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-boot-'));
+    dirs.push(dataDir);
+    const port = await freePort();
+    const admin = { clientId: 'boot-admin', clientSecret: 'boot-admin-secret-0123456789' };
+    const env = { DATA_DIR: dataDir, PORT: String(port) };
+    const file = path.join(dataDir, 'cinder.json');
+    fs.writeFileSync(file, JSON.stringify({ admin }));
+    const first = start({ ...env, CINDER_CONFIG: file });
+    await waitHealthy(port, first.child, 180_000);
+    const token = await clientToken(port, admin.clientId, admin.clientSecret);
+    const send = async (method: string, url: string, body: unknown) => {
+      const res = await fetch(`http://127.0.0.1:${port}/fhir/R4/${url}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
+        body: JSON.stringify(body),
+      });
+      expect(res.status).toBeLessThan(300);
+      return (await res.json()) as { id: string };
+    };
+    const project = await send('POST', 'Project', { resourceType: 'Project', name: 'Tenant' });
+    await send('PUT', 'ClientApplication/tenant-made', {
+      resourceType: 'ClientApplication',
+      id: 'tenant-made',
+      meta: { project: project.id },
+    });
+    first.child.kill('SIGTERM');
+    expect(await exited(first.child)).toBe(0);
+
+    fs.writeFileSync(file, JSON.stringify({ admin: { ...admin, clientId: 'tenant-made' } }));
+    const r = spawnSync(process.execPath, ['--import', 'tsx', main], {
+      env: { ...cleanEnv, ...env, CINDER_CONFIG: file, LOG_LEVEL: 'silent' },
+      encoding: 'utf8',
+    });
+    expect(r.status).toBe(1);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/admin\.clientId: ClientApplication\/tenant-made belongs to another project/);
+  }, 400_000);
 });

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { localSignals, type Signals } from '../../src/storage/signals.js';
 import { localFileStore } from '../../src/storage/files.js';
 import { createJobRunner, type JobRunner, type RunnerOptions } from '../../src/jobs/runner.js';
+import { createRetentionSweeper, type RetentionSweeper } from '../../src/jobs/retention.js';
 import { defaultKinds } from '../../src/jobs/kinds/index.js';
 import { createMemoryCache, type Cache, type Counters } from '../../src/storage/cache/index.js';
 import type { TestDatabase } from './db.js';
@@ -32,6 +33,8 @@ export interface TestApp {
   newProject(name?: string): Promise<{ projectId: string; adminToken: string; memberToken: string }>;
   /** The job runner, when `extras.jobs` asked for one. */
   runner?: JobRunner;
+  /** The export retention sweeper, started beside the job runner (`sweepOnce()` after advancing the clock). */
+  retention?: RetentionSweeper;
   close(): Promise<void>;
 }
 
@@ -91,6 +94,7 @@ export async function startTestApp(
     ...(extras.clock ? { clock: extras.clock } : {}),
   });
   let runner: JobRunner | undefined;
+  let retention: RetentionSweeper | undefined;
   if (extras.jobs) {
     const { exportPageSize, ...runnerOpts } = extras.jobs;
     runner = createJobRunner({
@@ -104,6 +108,11 @@ export async function startTestApp(
       ...runnerOpts,
     });
     runner.start();
+    retention = createRetentionSweeper({
+      env: { db, files, fhirBase: `${config.baseUrl}fhir/R4`, clock, newId: randomUUID },
+      retentionSeconds: config.exportRetention,
+    });
+    retention.start();
   }
   const fhir = '/fhir/R4';
   const request: TestApp['request'] = ({ token, headers, ...rest }) =>
@@ -171,7 +180,9 @@ export async function startTestApp(
       return { projectId, adminToken: await client(true), memberToken: await client(false) };
     },
     ...(runner ? { runner } : {}),
+    ...(retention ? { retention } : {}),
     async close() {
+      await retention?.stop();
       await runner?.stop();
       await app.close();
       if (!extras.db) await db.close();
@@ -244,3 +255,19 @@ export const createEntry = (
   resource,
   request: { method: 'POST', url: resource.resourceType },
 });
+
+/** POSTs an invite (API.md §3) to `/admin/projects/<projectId>/invite` and returns the answer, whatever it is. */
+export function inviteRequest(
+  t: Pick<TestApp, 'request'>,
+  token: string,
+  projectId: string,
+  body: Record<string, unknown>,
+): Promise<LightMyRequestResponse> {
+  return t.request({
+    method: 'POST',
+    url: `/admin/projects/${projectId}/invite`,
+    token,
+    headers: { 'content-type': 'application/json' },
+    payload: body,
+  });
+}

@@ -59,7 +59,8 @@ export function startServer(env: Record<string, string>, args: string[] = []): S
   return { child, output: () => out };
 }
 
-export async function waitHealthy(port: number, child: ChildProcess, timeoutMs = 30_000): Promise<void> {
+/** Waits for `/healthcheck`: a guard against a server that never starts, not a speed check (CI runs other files beside it). */
+export async function waitHealthy(port: number, child: ChildProcess, timeoutMs = 120_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}`);

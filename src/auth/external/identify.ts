@@ -1,11 +1,14 @@
 // Identifies the user of a validated external token (seed §5.3–5.6, API.md §4): `fhirUser` (or `ext.fhirUser`)
 // first — a profile found across all projects, then its one membership — else `sub` against
-// ProjectMembership.externalId. Every miss or ambiguity is a refusal (401 for the caller).
+// ProjectMembership.externalId. Every miss or ambiguity is a refusal (401 for the caller). A fhirUser names only a
+// Patient, Practitioner or RelatedPerson, and only resources that are the profile of a membership of their own
+// project count, so no project can block another's logins by copying an identifier.
 import { isResourceType } from '../../fhir/definitions/index.js';
 import { selectCurrent } from '../../fhir/repository/store.js';
 import { executeSearch } from '../../fhir/search/execute.js';
 import { parseSearchRequest } from '../../fhir/search/parse.js';
 import type { Queryable } from '../../storage/db.js';
+import { EXTERNAL_PROFILE_TYPES, usableMembership } from '../login-rules.js';
 import type { ExternalIdentity } from './validate-external-token.js';
 
 export type FhirUserRef = { type: string; id: string } | { type: string; query: Record<string, string> };
@@ -67,17 +70,24 @@ export interface ExternalMatch {
 interface MembershipRow {
   id: string;
   project_id: string;
-  profile: string | null;
-  active: string | null;
+  profile: string;
 }
 
-async function membershipsWhere(db: Queryable, where: string, value: string): Promise<MembershipRow[]> {
+/** Memberships that can be logged in through (login-rules.ts) where `column` equals `value`; at most two. */
+async function membershipsWhere(
+  db: Queryable,
+  column: 'profile' | 'externalId',
+  value: string,
+): Promise<MembershipRow[]> {
+  const where = column === 'profile' ? `m.content->'profile'->>'reference'` : `m.content->>'externalId'`;
   const r = await db.query<MembershipRow>(
-    `SELECT id, project_id, content->'profile'->>'reference' AS profile, content->>'active' AS active FROM resources
-     WHERE resource_type = 'ProjectMembership' AND NOT deleted AND ${where} = $1 LIMIT 3`,
+    `SELECT m.id, m.project_id, m.content->'profile'->>'reference' AS profile
+     FROM resources m JOIN resources p ON p.resource_type = 'Project' AND p.id = m.project_id
+     WHERE ${where} = $1 AND ${usableMembership('m', 'p')}
+     LIMIT 2`,
     [value],
   );
-  return r.rows.filter((m) => m.active !== 'false');
+  return r.rows;
 }
 
 async function findProfile(db: Queryable, ref: FhirUserRef): Promise<string> {
@@ -88,9 +98,11 @@ async function findProfile(db: Queryable, ref: FhirUserRef): Promise<string> {
   }
   let matches;
   try {
+    // Only resources that are some membership's profile count: a copy of the identifier elsewhere is no profile.
     matches = (
       await executeSearch(db, parseSearchRequest(ref.type, { ...ref.query, _count: '2' }), {
         projectId: null,
+        memberProfiles: true,
       })
     ).matches;
   } catch {
@@ -121,19 +133,20 @@ export async function identifyExternal(
         'bad-fhir-user',
         'fhirUser is not a reference, a search or a URL ending in either',
       );
+    if (!EXTERNAL_PROFILE_TYPES.has(ref.type)) {
+      // A ClientApplication, User or ProjectMembership is no person's profile (API.md §4).
+      throw new IdentifyError(
+        'bad-fhir-user',
+        'fhirUser may name only a Patient, Practitioner or RelatedPerson',
+      );
+    }
     const profile = await findProfile(db, ref);
-    const m = one(
-      await membershipsWhere(db, `content->'profile'->>'reference'`, profile),
-      'fhirUser profile',
-    );
+    const m = one(await membershipsWhere(db, 'profile', profile), 'fhirUser profile');
     return { membershipId: m.id, projectId: m.project_id, profile };
   }
   if (identity.sub !== undefined) {
-    const m = one(
-      await membershipsWhere(db, `content->>'externalId'`, identity.sub),
-      'token subject (externalId)',
-    );
-    return { membershipId: m.id, projectId: m.project_id, profile: m.profile ?? '' };
+    const m = one(await membershipsWhere(db, 'externalId', identity.sub), 'token subject (externalId)');
+    return { membershipId: m.id, projectId: m.project_id, profile: m.profile };
   }
   throw new IdentifyError('no-identity', 'The token has neither fhirUser nor sub');
 }

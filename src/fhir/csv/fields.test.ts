@@ -1,7 +1,9 @@
 // fields.ts and table.ts: splitting `_fields`, search parameter names → their expression for the type, FHIRPath
 // with types from the engine, invalid entries, and a table's header and rows.
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FhirError } from '../outcome.js';
+import { evaluateRows, type SlowColumn } from './fhirpath-eval.js';
+import { createFhirpathPool, type FhirpathPool } from './fhirpath-pool.js';
 import { compileField, splitFields } from './fields.js';
 import { assertCsvType, csvTable, fieldsParam, isCsvType } from './table.js';
 
@@ -22,8 +24,20 @@ const patient = {
   generalPractitioner: [{ reference: 'Practitioner/1', display: 'Dr. Who' }],
 };
 
-const first = (type: string, entry: string, resource: Record<string, unknown> = patient) =>
-  compileField(type, entry).evaluate(resource);
+/** The first value of an entry: fast path entries in-process, the others as the FHIRPath worker runs them. */
+const first = (type: string, entry: string, resource: Record<string, unknown> = patient) => {
+  const f = compileField(type, entry);
+  if (f.evaluate) return f.evaluate(resource);
+  const cell = evaluateRows(type, [f.slow as SlowColumn], [JSON.stringify(resource)])[0]?.[0];
+  if (cell && 'error' in cell) throw new Error(cell.error);
+  return cell;
+};
+
+let pool: FhirpathPool;
+beforeAll(() => {
+  pool = createFhirpathPool({ timeoutMs: 30_000, size: 1 });
+});
+afterAll(() => pool.close());
 
 const errorOf = (fn: () => unknown): FhirError => {
   try {
@@ -106,7 +120,7 @@ describe('compileField', () => {
     });
   });
 
-  it('knows the top-level elements a fast path entry reads (storage sends only those)', () => {
+  it('knows the top-level elements a fast path entry reads (storage sends only those)', async () => {
     expect(compileField('Patient', 'name').keys).toEqual(['name']);
     expect(compileField('Patient', 'phone').keys).toEqual(['telecom']);
     expect(compileField('Patient', 'Patient.name[0].given').keys).toEqual(['name']);
@@ -117,41 +131,71 @@ describe('compileField', () => {
     expect(compileField('Observation', 'value-quantity').keys).toContain('valueQuantity');
     for (const entry of ['name.given.first()', "'x'", 'Patient', 'deceased'])
       expect(compileField('Patient', entry).keys).toBeUndefined();
-    const omit = csvTable('Patient', 'name,gender,phone').omit;
+    const omit = (await csvTable('Patient', 'name,gender,phone', pool)).omit;
     expect(omit).toEqual(
       expect.arrayContaining(['resourceType', 'meta', 'address', '_birthDate', 'deceasedBoolean']),
     );
     for (const k of ['id', 'name', 'gender', 'telecom']) expect(omit).not.toContain(k);
-    expect(csvTable('Patient', 'name,name.count()').omit).toBeUndefined();
+    expect((await csvTable('Patient', 'name,name.count()', pool)).omit).toBeUndefined();
   });
 
-  it('an entry that does not parse, or calls an unknown function, is a 400', () => {
+  it('an entry that does not parse, or calls an unknown function, is a 400 (checked in the worker)', async () => {
     for (const entry of ['name.', 'name given', 'substring(', '', 'name.nope()', '%undefinedVariable']) {
-      const err = errorOf(() => compileField('Patient', entry));
+      const err = await csvTable('Patient', `id,${entry}`, pool).then(
+        () => new Error('no error'),
+        (e: unknown) => e as FhirError,
+      );
       expect(err).toBeInstanceOf(FhirError);
-      expect(err.status).toBe(400);
-      expect(err.issueCode).toBe('invalid');
+      expect((err as FhirError).status).toBe(400);
+      expect((err as FhirError).issueCode).toBe('invalid');
       expect(err.message.startsWith('Invalid FHIRPath expression')).toBe(true);
     }
   });
 
-  it('a FHIRPath failing on one resource throws when evaluated (the table leaves that cell empty)', () => {
-    const f = compileField('Patient', 'name.given.substring(0, 3)');
-    expect(() => f.evaluate(patient)).toThrow();
-    expect(f.evaluate({ resourceType: 'Patient', name: [{ given: ['Alexander'] }] })).toMatchObject({
-      value: 'Ale',
-    });
+  it('a FHIRPath failing on one resource gives an error for that cell (the table leaves it empty)', () => {
+    expect(() => first('Patient', 'name.given.substring(0, 3)')).toThrow();
+    expect(
+      first('Patient', 'name.given.substring(0, 3)', {
+        resourceType: 'Patient',
+        name: [{ given: ['Alexander'] }],
+      }),
+    ).toMatchObject({ value: 'Ale' });
+  });
+
+  it('a FHIRPath beyond the time limit stops its worker and is a 422 too-costly naming the limit', async () => {
+    const fast = createFhirpathPool({ timeoutMs: 1000, size: 1 });
+    try {
+      const u = `(${Array.from({ length: 20 }, (_, i) => i + 1).join('|')})`;
+      const err = await csvTable(
+        'Patient',
+        `(1|2).select(${u}.select(${u}.select(${u}.select(${u})))).count()`,
+        fast,
+      ).then(
+        () => new Error('no error'),
+        (e: unknown) => e as FhirError,
+      );
+      expect((err as FhirError).status).toBe(422);
+      expect((err as FhirError).issueCode).toBe('too-costly');
+      expect(err.message).toMatch(/limit of 1000 ms \(fhirpathTimeout\)/);
+      // The pool replaces the stopped worker: the next table works.
+      const t = await csvTable('Patient', 'id,name.given.first()', fast);
+      expect(await t.rows([JSON.stringify(patient)])).toBe('p1,Ann\r\n');
+    } finally {
+      await fast.close();
+    }
   });
 });
 
 describe('csvTable', () => {
-  it('BOM and header of trimmed, escaped entries; one row per resource; failures counted', () => {
-    const t = csvTable('Patient', " id , -1 ,'=1+1', name, name.given.substring(0, 3), 'a,b' ");
+  it('BOM and header of trimmed, escaped entries; one row per resource; failures counted', async () => {
+    const t = await csvTable('Patient', " id , -1 ,'=1+1', name, name.given.substring(0, 3), 'a,b' ", pool);
     expect(t.head).toBe("\uFEFFid,'-1,'=1+1',name,\"name.given.substring(0, 3)\",\"'a,b'\"\r\n");
-    expect(t.row(JSON.stringify(patient))).toBe('p1,\'-1,\'=1+1,Dr. Ann Marie Lee,,"a,b"\r\n');
-    expect(t.row(JSON.stringify({ ...patient, id: 'p2', name: [{ given: ['Bob'] }] }))).toBe(
-      'p2,\'-1,\'=1+1,Bob,Bob,"a,b"\r\n',
-    );
+    expect(
+      await t.rows([
+        JSON.stringify(patient),
+        JSON.stringify({ ...patient, id: 'p2', name: [{ given: ['Bob'] }] }),
+      ]),
+    ).toBe('p1,\'-1,\'=1+1,Dr. Ann Marie Lee,,"a,b"\r\np2,\'-1,\'=1+1,Bob,Bob,"a,b"\r\n');
     expect(t.failures()).toEqual({
       count: 1,
       first: { entry: 'name.given.substring(0, 3)', resource: 'Patient/p1', message: expect.any(String) },

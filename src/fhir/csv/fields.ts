@@ -7,14 +7,13 @@
 // model, whose results carry their type (`FHIR.HumanName`, `System.String`). Only values the engine cannot type
 // (elements of the service types under fhirpath, e.g. `ProjectMembership.user.where(...)`) fall back to the value's
 // shape (cells.ts guessType).
-import fhirpath from 'fhirpath';
-import r4 from 'fhirpath/fhir-context/r4';
 import { FhirError } from '../outcome.js';
-import { FHIRPATH_OPTIONS, systemTypeName, withOfType } from '../search/extract.js';
+import { withOfType } from '../search/fhirpath-options.js';
 import { compileFastPart, parseFastPath, type Evaluator } from '../search/fast-path.js';
 import { elementInfo, suffixOf } from '../search/model.js';
 import { getSearchParam, splitUnion } from '../search/registry.js';
 import type { CellValue } from './cells.js';
+import type { SlowColumn } from './fhirpath-eval.js';
 
 /** Finds the first value of an entry in a resource; throws when the FHIRPath fails on this resource. */
 export type FieldEvaluator = (resource: Record<string, unknown>) => CellValue | undefined;
@@ -24,7 +23,10 @@ export interface CompiledField {
   entry: string;
   /** The FHIRPath evaluated: the entry itself, or the search parameter's expression for this type. */
   expression: string;
-  evaluate: FieldEvaluator;
+  /** The fast path evaluator, run in-process; absent when the entry needs the fhirpath engine (`slow`). */
+  evaluate?: FieldEvaluator;
+  /** An entry beyond the fast path: run by the FHIRPath worker pool (fhirpath-pool.ts), off the event loop. */
+  slow?: SlowColumn;
   /**
    * The top-level JSON properties the entry reads (`name`; `deceasedBoolean`, `deceasedDateTime` for a choice), so
    * that storage may send only those; undefined when it may read anything (FHIRPath beyond the fast path).
@@ -99,41 +101,10 @@ function keysOf(parts: string[], resourceType: string): string[] | undefined {
   return keys;
 }
 
-type Compiled = (resource: unknown, env: Record<string, unknown>) => unknown[];
-
-/** `%resource` and `%rootResource` (https://hl7.org/fhir/R4/fhirpath.html#variables): the exported resource. */
-const envOf = (resource: unknown): Record<string, unknown> => ({ resource, rootResource: resource });
-
-function fhirpathField(entry: string, expression: string, resourceType: string): FieldEvaluator {
-  let compiled: Compiled;
-  try {
-    compiled = fhirpath.compile(expression, r4, FHIRPATH_OPTIONS as never) as unknown as Compiled;
-  } catch (err) {
-    throw invalid(entry, (err as Error).message.split('\n')[0] ?? '');
-  }
-  // Unknown functions and environment variables only fail when run: a resource without data tells them apart
-  // from failures that depend on a resource's values (e.g. `substring` of several given names).
-  try {
-    const empty = { resourceType };
-    compiled(empty, envOf(empty));
-  } catch (err) {
-    throw invalid(entry, (err as Error).message);
-  }
-  return (resource) => {
-    for (const item of compiled(resource, envOf(resource))) {
-      const value = (fhirpath.resolveInternalTypes([item]) as unknown[])[0];
-      if (value === undefined || value === null) continue;
-      const type = systemTypeName(fhirpath.types([item])[0]);
-      return { type: type === 'Object' ? undefined : type, value };
-    }
-    return undefined;
-  };
-}
-
 /**
  * Compiles one trimmed entry. A search parameter name of the type stands for its expression (only the union
  * parts of this type, `as` read as `ofType` as the indexer does); anything else is FHIRPath.
- * Throws a 400 FhirError when the entry does not parse.
+ * Entries beyond the fast path are only checked (parsed and run on an empty resource) by the FHIRPath pool.
  */
 export function compileField(resourceType: string, entry: string): CompiledField {
   const param = getSearchParam(resourceType, entry);
@@ -142,12 +113,12 @@ export function compileField(resourceType: string, entry: string): CompiledField
     const fast = fastField(expression, resourceType);
     return fast
       ? { entry, expression, ...fast }
-      : { entry, expression, evaluate: fhirpathField(entry, withOfType(expression), resourceType) };
+      : { entry, expression, slow: { entry, expression: withOfType(expression) } };
   }
   if (entry === '') throw invalid(entry, 'empty entry');
   // `as` over several values is an error in FHIRPath; the fast path would read it as ofType, so leave it to fhirpath.
   const fast = /\bas\b/.test(entry) ? undefined : fastField(entry, resourceType);
   return fast
     ? { entry, expression: entry, ...fast }
-    : { entry, expression: entry, evaluate: fhirpathField(entry, entry, resourceType) };
+    : { entry, expression: entry, slow: { entry, expression: entry } };
 }

@@ -4,6 +4,7 @@ import { isResourceType, structureNode } from '../definitions/index.js';
 import { FhirError } from '../outcome.js';
 import { csvField, csvRecord, formatValue } from './cells.js';
 import { compileField, splitFields, type CompiledField } from './fields.js';
+import type { CellResult, FhirpathPool } from './fhirpath-pool.js';
 
 /** Rows of one synchronous $csv answer (seed §8); larger exports use `$export?_outputFormat=text/csv`. */
 export const CSV_MAX_ROWS = 1000;
@@ -46,8 +47,11 @@ export interface CsvTable {
   readonly head: string;
   /** Top-level properties of the type that no column reads (storage may leave them out), or undefined. */
   readonly omit: readonly string[] | undefined;
-  /** The row of one resource, from its stored JSON text. */
-  row(json: string): string;
+  /**
+   * The rows of resources, from their stored JSON text. Fast path columns run here; the others in the FHIRPath
+   * pool, which fails the call with a 422 too-costly FhirError beyond its time or memory limit.
+   */
+  rows(jsons: readonly string[]): Promise<string>;
   /** How many cells failed so far, and the first failure (for one log line per request or job). */
   failures(): { count: number; first: CellFailure } | undefined;
 }
@@ -63,35 +67,55 @@ function unread(resourceType: string, columns: readonly CompiledField[]): string
   return ['resourceType', ...node.json.keys()].flatMap((k) => [k, `_${k}`]).filter((k) => !read.has(k));
 }
 
-/** Compiles `_fields` for `resourceType` (once per request or job step); 400 for an entry that does not parse. */
-export function csvTable(resourceType: string, fields: string): CsvTable {
+/**
+ * Compiles `_fields` for `resourceType` (once per request or job step): 400 for an entry that does not parse or
+ * names an unknown function (entries beyond the fast path are checked by the FHIRPath pool, off the event loop).
+ */
+export async function csvTable(
+  resourceType: string,
+  fields: string,
+  fhirpath: FhirpathPool,
+): Promise<CsvTable> {
   const columns: CompiledField[] = splitFields(fields).map((entry) => compileField(resourceType, entry));
+  const slow = columns.flatMap((c) => (c.slow ? [c.slow] : []));
+  await fhirpath.check(resourceType, slow);
   let count = 0;
   let first: CellFailure | undefined;
-  const cell = (c: CompiledField, resource: Record<string, unknown>): string => {
+  const failed = (entry: string, resource: Record<string, unknown>, message: string): string => {
+    count++;
+    first ??= { entry, resource: `${resourceType}/${String(resource.id)}`, message };
+    return '';
+  };
+  const cell = (c: CompiledField, resource: Record<string, unknown>, slowCell: CellResult): string => {
+    if (!c.evaluate) {
+      if (slowCell && 'error' in slowCell) return failed(c.entry, resource, slowCell.error);
+      return formatValue(slowCell);
+    }
     try {
       return formatValue(c.evaluate(resource));
     } catch (err) {
-      count++;
-      first ??= {
-        entry: c.entry,
-        resource: `${resourceType}/${String(resource.id)}`,
-        message: (err as Error).message,
-      };
-      return '';
+      return failed(c.entry, resource, (err as Error).message);
     }
   };
   return {
     head: BOM + csvRecord(columns.map((c) => c.entry)),
     omit: unread(resourceType, columns),
-    row(json) {
-      const resource = JSON.parse(json) as Record<string, unknown>;
-      let line = '';
-      for (let i = 0; i < columns.length; i++) {
-        if (i > 0) line += ',';
-        line += csvField(cell(columns[i] as CompiledField, resource));
+    async rows(jsons) {
+      const slowCells = await fhirpath.rows(resourceType, slow, jsons);
+      let text = '';
+      for (let r = 0; r < jsons.length; r++) {
+        const resource = JSON.parse(jsons[r] as string) as Record<string, unknown>;
+        const cells = slowCells[r] ?? [];
+        let s = 0;
+        let line = '';
+        for (let i = 0; i < columns.length; i++) {
+          const c = columns[i] as CompiledField;
+          if (i > 0) line += ',';
+          line += csvField(cell(c, resource, c.evaluate ? undefined : cells[s++]));
+        }
+        text += line + '\r\n';
       }
-      return line + '\r\n';
+      return text;
     },
     failures: () => (first ? { count, first } : undefined),
   };

@@ -237,6 +237,10 @@ function build(): Definitions {
   if (metaProject && !metaProject.types.every((t) => t === 'string' || t === 'uri' || t === 'id')) {
     metaProject.types = ['string'];
   }
+  // Medplum requires IdentityProvider.clientSecret; API.md §2 makes it optional (token exchange does not use it), and
+  // as a write-only element it is taken out of content before validation, so a required one could never be met.
+  const idpSecret = nodes.get('IdentityProvider')?.elements.get('clientSecret') as MutableElement | undefined;
+  if (idpSecret) idpSecret.min = 0;
 
   // Second pass: resolve contentReferences, JSON property names and what each property recurses into.
   for (const node of nodes.values()) {

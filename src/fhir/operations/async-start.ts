@@ -1,10 +1,10 @@
 // What every asynchronous kick-off shares (https://hl7.org/fhir/R4/async.html, API.md §5): `Prefer: respond-async`
 // is required, parameters come from the query string or a Parameters body, and the answer is 202 with
 // `Content-Location: {fhir}/AsyncJob/<id>` and an informational OperationOutcome.
-import type { Db } from '../../storage/db.js';
+import type { Db, Queryable } from '../../storage/db.js';
 import type { Signals } from '../../storage/signals.js';
 import { createJob } from '../../jobs/async-job.js';
-import { JOBS_CHANNEL } from '../../jobs/queue.js';
+import { countActive, JOBS_CHANNEL, lockOwner } from '../../jobs/queue.js';
 import { FhirError, outcome } from '../outcome.js';
 import type { RepoContext } from '../repository/context.js';
 import type { FhirResult } from '../result.js';
@@ -49,7 +49,34 @@ export function operationParams(req: AsyncRequest): Record<string, string[]> {
   return out;
 }
 
-/** Creates the AsyncJob and its queue row, wakes the runners, and answers 202. */
+/** At most `max` accepted jobs of `kinds` per login identity (API.md §1 `maxActiveExportsPerUser`). */
+export interface JobQuota {
+  kinds: readonly string[];
+  max: number;
+}
+
+/** Seconds a throttled client is asked to wait: about the time a typical export takes to finish. */
+export const QUOTA_RETRY_AFTER_SECONDS = 60;
+
+/**
+ * The quota decision, before any job exists. It counts by the job owner, the caller's profile reference
+ * (`meta.author`): the same for every login of that user or client, so logging in again gives no extra room. The
+ * advisory lock on that owner, taken in the transaction that then creates the job, serialises concurrent kick-offs
+ * of one owner on every instance sharing the database, so they cannot both see room for the last job.
+ */
+async function assertQuota(tx: Queryable, owner: string | undefined, quota: JobQuota): Promise<void> {
+  await lockOwner(tx, owner);
+  if ((await countActive(tx, owner, quota.kinds)) < quota.max) return;
+  throw new FhirError(
+    'throttled',
+    `Too many active exports: at most ${quota.max} may be queued or running per user (maxActiveExportsPerUser); ` +
+      'wait until one ends, or cancel one',
+    'job.quota',
+    { headers: { 'retry-after': String(QUOTA_RETRY_AFTER_SECONDS) } },
+  );
+}
+
+/** Creates the AsyncJob and its queue row (within `quota`, when given), wakes the runners, and answers 202. */
 export async function startJob(
   db: Db,
   signals: Signals,
@@ -57,16 +84,18 @@ export async function startJob(
   kind: string,
   params: Record<string, unknown>,
   request: string,
+  quota?: JobQuota,
 ): Promise<FhirResult> {
-  const id = await db.transaction((tx) =>
-    createJob(tx, ctx, {
+  const id = await db.transaction(async (tx) => {
+    if (quota) await assertQuota(tx, ctx.author, quota);
+    return createJob(tx, ctx, {
       kind,
       params,
       projectId: ctx.actor.projectId,
       request,
       ...(ctx.author ? { owner: ctx.author } : {}),
-    }),
-  );
+    });
+  });
   await signals.publish(JOBS_CHANNEL, 'new');
   return {
     status: 202,

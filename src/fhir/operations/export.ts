@@ -1,12 +1,14 @@
 // Bulk Data kick-off: {fhir}/$export, {fhir}/Patient/$export, {fhir}/Group/<id>/$export
 // (https://hl7.org/fhir/uv/bulkdata/export.html, API.md §5). Checks the request and the caller's access, then
-// enqueues an `export` job (src/jobs/kinds/export.ts) that exports only what the caller may read.
+// enqueues an `export` job (src/jobs/kinds/export.ts) that exports only what the caller may read, within the
+// caller's quota of active exports (API.md §1 `maxActiveExportsPerUser`, 429 beyond it).
 // `_outputFormat=text/csv` (or `csv`) with `_fields` and exactly one `_type` exports that type as one CSV file with
 // the columns and cells of $csv (API.md §6), without its 1000-row limit.
 import type { Db } from '../../storage/db.js';
-import type { Signals } from '../../storage/signals.js';
 import type { ExportParams } from '../../jobs/kinds/export.js';
+import { EXPORT_KINDS } from '../../jobs/queue.js';
 import { assertRead, canRead } from '../access.js';
+import type { FhirpathPool } from '../csv/fhirpath-pool.js';
 import { assertCsvType, csvTable, fieldsParam } from '../csv/table.js';
 import { isResourceType, resourceTypes } from '../definitions/index.js';
 import { FhirError } from '../outcome.js';
@@ -14,7 +16,7 @@ import type { RepoContext } from '../repository/context.js';
 import { readVisibleRow } from '../repository/read.js';
 import type { FhirResult } from '../result.js';
 import { assertRespondAsync, operationParams, startJob, type AsyncRequest } from './async-start.js';
-import type { OperationDefinition } from './operation.js';
+import type { OperationDefinition, OperationEnv } from './operation.js';
 
 const NDJSON = new Set(['application/fhir+ndjson', 'application/ndjson', 'ndjson']);
 const CSV = new Set(['text/csv', 'csv']);
@@ -30,10 +32,11 @@ function exportTypes(ctx: RepoContext, asked: string[] | undefined): string[] {
 }
 
 /** CSV: the one type (readable by the caller) and the checked `_fields` text. */
-function csvParams(
+async function csvParams(
   ctx: RepoContext,
   p: Record<string, string[]>,
-): Pick<ExportParams, 'types' | 'format' | 'fields'> {
+  fhirpath: FhirpathPool,
+): Promise<Pick<ExportParams, 'types' | 'format' | 'fields'>> {
   const types = [...new Set((p._type ?? []).flatMap((v) => v.split(',')).map((t) => t.trim()))].filter(
     Boolean,
   );
@@ -47,7 +50,7 @@ function csvParams(
   assertCsvType(type);
   assertRead(ctx.actor, type);
   const fields = fieldsParam(p._fields);
-  csvTable(type, fields); // a 400 now rather than a failed job
+  await csvTable(type, fields, fhirpath); // a 400 now rather than a failed job
   return { types: [type], format: 'csv', fields };
 }
 
@@ -70,8 +73,7 @@ async function groupPatients(db: Db, ctx: RepoContext, groupId: string): Promise
 }
 
 export async function startExport(
-  db: Db,
-  signals: Signals,
+  { db, signals, maxActiveExportsPerUser, csv: { fhirpath } }: OperationEnv,
   ctx: RepoContext,
   level: { kind: 'system' } | { kind: 'patient' } | { kind: 'group'; groupId: string },
   req: AsyncRequest,
@@ -85,12 +87,16 @@ export async function startExport(
   }
   const params: ExportParams = {
     level: level.kind,
-    ...(csv ? csvParams(ctx, p) : { types: exportTypes(ctx, p._type) }),
+    ...(csv ? await csvParams(ctx, p, fhirpath) : { types: exportTypes(ctx, p._type) }),
     since: since(p._since),
     projectId: ctx.scope.projectId,
     ...(level.kind === 'group' ? { patients: await groupPatients(db, ctx, level.groupId) } : {}),
   };
-  return startJob(db, signals, ctx, 'export', { ...params }, req.url);
+  // Super administrators get the same quota: it guards the disk and the database against any runaway client.
+  return startJob(db, signals, ctx, 'export', { ...params }, req.url, {
+    kinds: EXPORT_KINDS,
+    max: maxActiveExportsPerUser,
+  });
 }
 
 const BULK = 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition';
@@ -101,7 +107,7 @@ export const exportOperations: OperationDefinition[] = [
     level: 'system',
     affectsState: false,
     definition: `${BULK}/export`,
-    run: (env, i) => startExport(env.db, env.signals, i.ctx, { kind: 'system' }, i.request),
+    run: (env, i) => startExport(env, i.ctx, { kind: 'system' }, i.request),
   },
   {
     code: 'export',
@@ -109,7 +115,7 @@ export const exportOperations: OperationDefinition[] = [
     types: ['Patient'],
     affectsState: false,
     definition: `${BULK}/patient-export`,
-    run: (env, i) => startExport(env.db, env.signals, i.ctx, { kind: 'patient' }, i.request),
+    run: (env, i) => startExport(env, i.ctx, { kind: 'patient' }, i.request),
   },
   {
     code: 'export',
@@ -117,6 +123,6 @@ export const exportOperations: OperationDefinition[] = [
     types: ['Group'],
     affectsState: false,
     definition: `${BULK}/group-export`,
-    run: (env, i) => startExport(env.db, env.signals, i.ctx, { kind: 'group', groupId: i.id }, i.request),
+    run: (env, i) => startExport(env, i.ctx, { kind: 'group', groupId: i.id }, i.request),
   },
 ];

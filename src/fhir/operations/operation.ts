@@ -3,6 +3,7 @@
 // are derived from these definitions (src/fhir/operations/index.ts), never written out by hand.
 import type { Db } from '../../storage/db.js';
 import type { Signals } from '../../storage/signals.js';
+import type { CsvRuntime } from '../csv/runtime.js';
 import type { RepoContext } from '../repository/context.js';
 import type { FhirResult } from '../result.js';
 import type { AsyncRequest } from './async-start.js';
@@ -11,6 +12,10 @@ import type { AsyncRequest } from './async-start.js';
 export interface OperationEnv {
   db: Db;
   signals: Signals;
+  /** API.md §1: queued or running exports one login may have. */
+  maxActiveExportsPerUser: number;
+  /** The FHIRPath worker pool and the `$csv` slots of this process. */
+  csv: CsvRuntime;
 }
 
 /** One invocation: the caller, the target named in the URL, and the parameters. */

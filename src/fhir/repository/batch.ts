@@ -19,6 +19,7 @@ import type { RepoContext } from './context.js';
 import { commitCreates, createdResult, createResource } from './create.js';
 import { storageErrorToFhir } from './storage-errors.js';
 import { insertResources } from './store.js';
+import { checkWriteRules } from './write-rules.js';
 import { prepareWrite, type PreparedWrite } from './prepare.js';
 
 export async function processBatch(
@@ -64,8 +65,12 @@ export async function processBatch(
   try {
     // Without secrets the whole group is one statement, atomic on its own.
     const prepared = group.map((g) => g.p);
-    if (prepared.some((p) => p.secrets.length)) await db.transaction((tx) => commitCreates(tx, prepared));
-    else await insertResources(db, prepared);
+    if (prepared.some((p) => p.secrets.length))
+      await db.transaction((tx) => commitCreates(tx, ctx, prepared));
+    else {
+      await checkWriteRules(db, ctx, prepared);
+      await insertResources(db, prepared);
+    }
     for (const g of group) out[g.i] = resultEntry(createdResult(g.p), ctx.fhirBase);
   } catch {
     for (const g of group) {

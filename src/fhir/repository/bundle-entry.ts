@@ -12,7 +12,7 @@ import { patchInTx } from './patch.js';
 import { readResource, vreadResource } from './read.js';
 import { searchResources } from './search.js';
 import { updateInTx } from './update.js';
-import { assertBody } from './prepare.js';
+import { assertBody, assertShape } from './prepare.js';
 import { isResourceType } from '../definitions/index.js';
 
 export interface ParsedEntry {
@@ -211,7 +211,9 @@ export function assertBundle(
   body: unknown,
   maxEntries: number,
 ): { type: 'batch' | 'transaction'; entry: unknown[] } {
-  const b = assertBody(body, 'Bundle') as Resource & { type?: unknown; entry?: unknown };
+  // The Bundle itself is not depth-bounded: each entry's resource is (parseEntry), so a too deep entry of a batch
+  // gets its own answer. Nothing walks the rest of the Bundle.
+  const b = assertShape(body, 'Bundle') as Resource & { type?: unknown; entry?: unknown };
   if (b.type !== 'batch' && b.type !== 'transaction') {
     throw new FhirError(
       'invalid',

@@ -12,6 +12,11 @@ export interface RepoContext {
   newId: () => string;
   /** Absolute FHIR base without trailing slash, e.g. `http://localhost:8103/fhir/R4` (for fullUrl and links). */
   fhirBase: string;
+  /**
+   * Config `allowedOutboundHosts`: hosts a ClientApplication's URLs may name although they resolve to loopback or
+   * private addresses (API.md §2, checked at save by write-rules.ts). Absent: none.
+   */
+  allowedOutboundHosts?: readonly string[];
 }
 
 export function visible(ctx: Pick<RepoContext, 'scope'>, projectId: string): boolean {

@@ -1,5 +1,6 @@
 // create and conditional create: https://hl7.org/fhir/R4/http.html#create, #ccreate
 import type { Db } from '../../storage/db.js';
+import { assertChainsReadable, assertWrite, searchScope } from '../access.js';
 import { FhirError } from '../outcome.js';
 import { RawJson, type FhirResult } from '../result.js';
 import { executeSearch } from '../search/execute.js';
@@ -7,12 +8,19 @@ import { parseSearchRequest } from '../search/parse.js';
 import type { Resource } from '../types.js';
 import type { RepoContext } from './context.js';
 import { prepareWrite, type PreparedWrite } from './prepare.js';
+import { chainedTypes } from './search.js';
 import { storeSecrets } from './secrets.js';
 import { insertResources } from './store.js';
+import { checkWriteRules } from './write-rules.js';
 import type { Queryable } from '../../storage/db.js';
 
 /** Writes already prepared first versions inside the caller's transaction. */
-export async function commitCreates(tx: Queryable, items: readonly PreparedWrite[]): Promise<void> {
+export async function commitCreates(
+  tx: Queryable,
+  ctx: RepoContext,
+  items: readonly PreparedWrite[],
+): Promise<void> {
+  await checkWriteRules(tx, ctx, items);
   await insertResources(tx, items);
   for (const it of items) {
     if (it.secrets.length)
@@ -43,16 +51,24 @@ export function parseConditionQuery(text: string): Record<string, string[]> {
   return out;
 }
 
-/** Finds what a conditional interaction's criteria match (at most two, which is enough to decide). */
+/**
+ * Finds what a conditional create's criteria match (at most two, which is enough to decide). The caller must be
+ * allowed to create the type (checked first: the answer would otherwise show what the caller cannot write, e.g.
+ * a member's condition on ClientApplication), and the search runs with the caller's read access, as its own search
+ * would (members find only the AsyncJobs they started; chained parameters need read access to their targets).
+ */
 export async function matchCondition(
   db: Queryable,
   ctx: RepoContext,
   resourceType: string,
   condition: string,
 ): Promise<{ resourceType: string; id: string; json: string }[]> {
+  assertWrite(ctx.actor, resourceType);
+  const scope = searchScope(ctx.actor, ctx.author, resourceType, ctx.scope);
   const query = { ...parseConditionQuery(condition), _count: '2' };
   const req = parseSearchRequest(resourceType, query);
-  const result = await executeSearch(db, req, ctx.scope);
+  assertChainsReadable(ctx.actor, chainedTypes(req));
+  const result = await executeSearch(db, req, scope);
   return result.matches;
 }
 
@@ -79,7 +95,9 @@ export async function createResource(
   }
   const prepared = prepareWrite(ctx, input, ctx.newId(), 1, ctx.clock());
   // Without secrets a create is one statement, atomic on its own: no BEGIN/COMMIT round trips.
-  if (prepared.secrets.length === 0) await insertResources(db, [prepared]);
-  else await db.transaction((tx) => commitCreates(tx, [prepared]));
+  if (prepared.secrets.length === 0) {
+    await checkWriteRules(db, ctx, [prepared]);
+    await insertResources(db, [prepared]);
+  } else await db.transaction((tx) => commitCreates(tx, ctx, [prepared]));
   return createdResult(prepared);
 }

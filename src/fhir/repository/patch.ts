@@ -5,6 +5,7 @@ import { assertWrite } from '../access.js';
 import { FhirError } from '../outcome.js';
 import type { FhirResult } from '../result.js';
 import type { Resource } from '../types.js';
+import { assertDepth, MAX_RESOURCE_DEPTH, tooDeepElement } from '../validation/depth.js';
 import type { RepoContext } from './context.js';
 import { readVisibleRow } from './read.js';
 import { assertVersion, writeNextVersion } from './update.js';
@@ -20,6 +21,16 @@ export async function patchInTx(
   assertWrite(ctx.actor, resourceType);
   if (!Array.isArray(ops)) {
     throw new FhirError('invalid', 'A JSON Patch body must be an array of operations', 'rest.patch.shape');
+  }
+  // Before fast-json-patch walks the values (recursively): a value deeper than a resource may be is refused.
+  // The operations array and an operation object add two levels; a value at the top of the resource adds one.
+  const deep = tooDeepElement(ops, MAX_RESOURCE_DEPTH + 1);
+  if (deep !== undefined) {
+    throw new FhirError(
+      'structure',
+      `JSON Patch operation ${deep} holds a value deeper than a resource may nest (${MAX_RESOURCE_DEPTH} levels of JSON objects and arrays)`,
+      'rest.patch.too-deep',
+    );
   }
   const row = await readVisibleRow(tx, ctx, resourceType, id, true);
   if (!row) throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'rest.patch.not-found');
@@ -49,6 +60,8 @@ export async function patchInTx(
   ) {
     throw new FhirError('invalid', 'JSON Patch must not change resourceType or id', 'rest.patch.identity');
   }
+  // A small value added deep inside the resource can make it deeper than the bound.
+  assertDepth(patched, MAX_RESOURCE_DEPTH, resourceType);
   return writeNextVersion(tx, ctx, row, patched);
 }
 

@@ -2,6 +2,7 @@
 import { assertWrite } from '../access.js';
 import { FhirError } from '../outcome.js';
 import type { Resource } from '../types.js';
+import { assertDepth, MAX_RESOURCE_DEPTH } from '../validation/depth.js';
 import { assertValid } from '../validation/validate.js';
 import type { RepoContext } from './context.js';
 import { extractSecrets, type ExtractedSecret } from './secrets.js';
@@ -14,12 +15,32 @@ export interface PreparedWrite extends NewVersion {
 
 const ID_RE = /^[A-Za-z0-9\-.]{1,64}$/;
 
+/**
+ * A FHIR id (https://hl7.org/fhir/R4/datatypes.html#id), except `.` and `..`: the pattern allows them, but as URL path
+ * segments they are dot-segments (RFC 3986 §5.2.4) that clients and proxies remove, and as file names they name
+ * directories (export files are stored under their job's id).
+ */
+export function isValidId(id: string): boolean {
+  return ID_RE.test(id) && id !== '.' && id !== '..';
+}
+
 export function assertId(id: string): void {
-  if (!ID_RE.test(id))
+  if (!isValidId(id))
     throw new FhirError('invalid', `Invalid resource id: ${id.slice(0, 80)}`, 'rest.bad-id');
 }
 
+/**
+ * The request body of a create or update (or a Bundle entry's resource): a JSON object with a resourceType, of the
+ * URL's type when one is given, nesting at most MAX_RESOURCE_DEPTH levels (checked before anything walks it).
+ */
 export function assertBody(body: unknown, resourceType?: string): Resource {
+  const r = assertShape(body, resourceType);
+  assertDepth(r, MAX_RESOURCE_DEPTH, r.resourceType.slice(0, 64));
+  return r;
+}
+
+/** The shape checks of assertBody without the depth bound (a batch or transaction Bundle bounds each entry). */
+export function assertShape(body: unknown, resourceType?: string): Resource {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new FhirError(
       'structure',
@@ -43,11 +64,26 @@ export function assertBody(body: unknown, resourceType?: string): Resource {
   return r;
 }
 
-/** The project a written resource belongs to: the caller's, or for super administrators the one named in meta.project. */
+/** The id in a ProjectMembership's `project` reference (`Project/<id>`), when it has that form. */
+function namedProject(resource: Resource): string | undefined {
+  const ref = (resource.project as { reference?: unknown } | undefined)?.reference;
+  const m = typeof ref === 'string' ? /^Project\/([^/]+)$/.exec(ref) : null;
+  return m?.[1] !== undefined && isValidId(m[1]) ? m[1] : undefined;
+}
+
+/**
+ * The project a written resource belongs to: the caller's, or for super administrators the one named in meta.project,
+ * and for a super administrator's ProjectMembership without meta.project the one it names (API.md §3).
+ */
 function targetProject(ctx: RepoContext, resource: Resource, id: string, existingProject?: string): string {
   if (resource.resourceType === 'Project') return id;
   if (existingProject) return existingProject;
   const asked = resource.meta?.project;
+  if (asked === undefined && ctx.actor.superAdmin && resource.resourceType === 'ProjectMembership') {
+    // Whether that project exists is a write rule (write-rules.ts); a malformed reference is refused below.
+    const named = namedProject(resource);
+    if (named) return named;
+  }
   if (asked === undefined || asked === ctx.actor.projectId) return ctx.actor.projectId;
   if (typeof asked === 'string' && ctx.actor.superAdmin) return asked;
   throw new FhirError('forbidden', 'meta.project cannot name another project', 'rest.foreign-project', {

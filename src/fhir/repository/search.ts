@@ -1,12 +1,18 @@
 // search (type level, GET and POST _search): https://hl7.org/fhir/R4/http.html#search, search.html
 import type { Queryable } from '../../storage/db.js';
-import { canRead, searchScope } from '../access.js';
+import { assertChainsReadable, canRead, searchScope } from '../access.js';
 import { bundleToJson, type BundleEntryText } from '../bundle.js';
 import { RawJson, type FhirResult } from '../result.js';
 import { applyElements } from '../search/elements.js';
 import { executeSearch } from '../search/execute.js';
 import { parseSearchRequest } from '../search/parse.js';
+import type { SearchRequest } from '../search/request.js';
 import type { RepoContext } from './context.js';
+
+/** The resource types that the chained parameters of a search read (for the access check). */
+export function chainedTypes(req: Pick<SearchRequest, 'filters'>): string[] {
+  return req.filters.flatMap((f) => (f.chain ? [f.chain.targetType] : []));
+}
 
 export async function searchResources(
   db: Queryable,
@@ -17,6 +23,7 @@ export async function searchResources(
 ): Promise<FhirResult> {
   const scope = searchScope(ctx.actor, ctx.author, resourceType, ctx.scope);
   const req = parseSearchRequest(resourceType, query);
+  assertChainsReadable(ctx.actor, chainedTypes(req));
   const result = await executeSearch(db, req, scope);
   // The self link names the search performed: a `_count` above the cap shows the cap.
   const self = new URL(selfUrl);

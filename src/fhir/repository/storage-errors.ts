@@ -10,7 +10,18 @@ import { FhirError } from '../outcome.js';
  */
 const BAD_VALUE = new Set(['22021', '22P05', '22P02', '22007', '22008', '22003']);
 
+/** `query_canceled`: on PostgreSQL, a request's statement ran past the pool's statement_timeout (issue 12). */
+const STATEMENT_TIMEOUT = '57014';
+
 export function storageErrorToFhir(err: unknown): FhirError | undefined {
+  if (sqlState(err) === STATEMENT_TIMEOUT) {
+    return new FhirError(
+      'timeout',
+      'The database query took longer than the statementTimeout limit; narrow the request, or retry later',
+      'storage.statement-timeout',
+      { status: 503, headers: { 'retry-after': '5' } },
+    );
+  }
   if (BAD_VALUE.has(sqlState(err) ?? '')) {
     return new FhirError(
       'invalid',

@@ -124,7 +124,7 @@ export async function processTransaction(
           throw inEntry(e, err);
         }
       });
-      await commitCreates(tx, prepared);
+      await commitCreates(tx, ctx, prepared);
       creates.forEach(({ e }, i) => (out[e.index] = createdResult(prepared[i] as PreparedWrite)));
       for (const e of sorted) {
         if (e.method === 'DELETE' || out[e.index]) continue;

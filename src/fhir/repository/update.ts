@@ -9,6 +9,7 @@ import { commitCreates, createdResult } from './create.js';
 import { assertId, prepareWrite } from './prepare.js';
 import { storeSecrets } from './secrets.js';
 import { selectCurrent, writeVersion, type StoredRow } from './store.js';
+import { checkWriteRules } from './write-rules.js';
 
 /** Parses `W/"3"` or `"3"` or `3`; a malformed If-Match is a 400. */
 export function parseIfMatch(value: string): number {
@@ -43,6 +44,7 @@ export async function writeNextVersion(
   input: Resource,
 ): Promise<FhirResult> {
   const prepared = prepareWrite(ctx, input, row.id, row.version_id + 1, ctx.clock(), row.project_id);
+  await checkWriteRules(tx, ctx, [prepared]);
   await writeVersion(tx, row.rid, row.resource_type, row.id, prepared);
   if (prepared.secrets.length) await storeSecrets(tx, row.resource_type, row.id, prepared.secrets);
   return { ...createdResult(prepared), status: 200 };
@@ -80,7 +82,7 @@ export async function updateInTx(
       throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'rest.update.if-match-missing');
     }
     const prepared = prepareWrite(ctx, input, id, 1, ctx.clock());
-    await commitCreates(tx, [prepared]);
+    await commitCreates(tx, ctx, [prepared]);
     return createdResult(prepared);
   }
   assertVersion(locked, ifMatch);

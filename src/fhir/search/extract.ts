@@ -4,68 +4,19 @@ import fhirpath from 'fhirpath';
 import r4 from 'fhirpath/fhir-context/r4';
 import type { Resource } from '../types.js';
 import { compileFastPart, type Evaluator, type TypedValue } from './fast-path.js';
-import { normaliseString, referenceParts, toIndexValues, type IndexValue } from './normalise.js';
+import { FHIRPATH_OPTIONS, systemTypeName, withOfType } from './fhirpath-options.js';
+import { normaliseString, toIndexValues, type IndexValue } from './normalise.js';
 import { searchParamsOf, splitUnion, type SearchParamInfo } from './registry.js';
 
 export type { IndexValue, TypedValue, Evaluator };
+export { FHIRPATH_OPTIONS, systemTypeName, withOfType };
 
 /** The resources-table columns that stand in for these parameters; they get no index rows. */
 export const COLUMN_PARAMS = new Set(['_id', '_lastUpdated']);
 
 export const INDEXED_TYPES = new Set(['string', 'token', 'reference', 'date', 'number', 'quantity', 'uri']);
 
-// `resolve()` without a server: a Reference resolves to a stub of the type its reference names, which is what
-// `.where(resolve() is Patient)` needs (https://hl7.org/fhir/R4/search.html#reference).
-interface ResNode {
-  data?: { reference?: unknown };
-  constructor: { makeResNode(...args: unknown[]): unknown };
-}
-const resolveStub = {
-  internalStructures: true,
-  fn(this: unknown, inputs: ResNode[]): unknown[] {
-    const out: unknown[] = [];
-    for (const n of inputs) {
-      const ref = n?.data?.reference;
-      const parts = typeof ref === 'string' ? referenceParts(ref) : undefined;
-      if (parts) {
-        const stub = { resourceType: parts.type, id: parts.id };
-        out.push(n.constructor.makeResNode(this, stub, null, parts.type, null, parts.type));
-      }
-    }
-    return out;
-  },
-  arity: { 0: [] },
-};
-
-/** Options of every fhirpath evaluation on stored resources: typed results, and `resolve()` without a server. */
-export const FHIRPATH_OPTIONS = {
-  resolveInternalTypes: false,
-  userInvocationTable: { resolve: resolveStub },
-} as const;
-
 const fhirpathCache = new Map<string, Evaluator>();
-
-/** fhirpath's type name (`FHIR.HumanName`, `System.String`) → the FHIR type name (`HumanName`, `string`). */
-export function systemTypeName(t: string | undefined): string {
-  if (!t) return 'Object';
-  const dot = t.indexOf('.');
-  const name = dot >= 0 ? t.slice(dot + 1) : t;
-  if (t.startsWith('System.')) {
-    if (name === 'String') return 'string';
-    if (name === 'Object' || name === 'Quantity') return name;
-    return name.charAt(0).toLowerCase() + name.slice(1);
-  }
-  return name;
-}
-
-/**
- * R4 writes `(Observation.component.value as Quantity)`, but FHIRPath's `as` yields nothing (or fails) on more than
- * one value, so a resource with two components would index none. R5 rewrote these expressions with `ofType`,
- * which is what they mean; we evaluate them that way.
- */
-export function withOfType(expression: string): string {
-  return expression.replace(/\(([^()]+) as ([A-Za-z]+)\)/g, '($1.ofType($2))');
-}
 
 /** Evaluates `expression` with HL7's fhirpath engine (R4 model), compiled once per expression. */
 export function fhirpathEvaluator(expression: string): Evaluator {

@@ -64,6 +64,8 @@ async function insertBatch(tx: Queryable, resources: Resource[], projectId: stri
   );
 }
 
+// A throughput log over the full 88-patient set, which lives beside the repository (../shared), not in it: it runs
+// only where that set is present. test/api/synthea.test.ts loads the in-repository fixture everywhere.
 describe.skipIf(!hasSynthea)('Synthea load', () => {
   let bundles: Resource[][] = [];
   beforeAll(() => {

@@ -242,6 +242,13 @@ function whereClause(req: SearchRequest, scope: AccessScope, b: Builder): string
   if (scope.projectId !== null) conds.push(`r.project_id = ${b.p(scope.projectId)}`);
   if (scope.author !== undefined)
     conds.push(`r.content->'meta'->'author'->>'reference' = ${b.p(scope.author)}`);
+  if (scope.memberProfiles) {
+    conds.push(
+      `EXISTS (SELECT 1 FROM resources mp WHERE mp.resource_type = 'ProjectMembership' AND NOT mp.deleted ` +
+        `AND mp.content->'profile'->>'reference' = r.resource_type || '/' || r.id AND mp.project_id = r.project_id ` +
+        `AND coalesce(mp.content->>'active', 'true') <> 'false')`,
+    );
+  }
   for (const f of req.filters) conds.push(filterCondition(req.resourceType, f, 'r', b, scope));
   return conds.join(' AND ');
 }

@@ -27,6 +27,8 @@ export interface FhirRouteDeps {
   newId: () => string;
   fhirBase: string;
   maxBundleEntries: number;
+  /** Config `allowedOutboundHosts`, for the save-time check of ClientApplication URLs (write-rules.ts). */
+  allowedOutboundHosts?: readonly string[];
   /** Told how many resources a request wrote (keeps planner statistics fresh during bulk loads). */
   written: (rows: number) => void;
 }
@@ -60,7 +62,12 @@ const methodNotAllowed = (req: FastifyRequest): never => {
 };
 
 export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
-  const env = { clock: deps.clock, newId: deps.newId, fhirBase: deps.fhirBase };
+  const env = {
+    clock: deps.clock,
+    newId: deps.newId,
+    fhirBase: deps.fhirBase,
+    ...(deps.allowedOutboundHosts ? { allowedOutboundHosts: deps.allowedOutboundHosts } : {}),
+  };
   const ctx = (req: FastifyRequest): RepoContext => repoContext(req, env);
   const send = (reply: FastifyReply, r: FhirResult): FastifyReply => sendResult(reply, r, deps.fhirBase);
   const capabilities = JSON.stringify(capabilityStatement(deps.fhirBase, deps.clock()));

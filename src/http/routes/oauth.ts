@@ -11,9 +11,8 @@ import { passwordLogin } from '../../auth/password-login.js';
 import { refreshTokenGrant } from '../../auth/refresh-token.js';
 import { endLogin, revokeToken } from '../../auth/revoke.js';
 import { TOKEN_EXCHANGE_GRANT, tokenExchangeGrant } from '../../auth/token-exchange.js';
-import { userinfo } from '../../auth/userinfo.js';
+import { loginResources, userinfo } from '../../auth/userinfo.js';
 import { FhirError } from '../../fhir/outcome.js';
-import { selectCurrent } from '../../fhir/repository/store.js';
 import type { FormBody } from '../plugins/content-types.js';
 import type { LoginGuard } from '../plugins/rate-limit.js';
 import { sendOAuthError } from '../reply.js';
@@ -180,15 +179,5 @@ export function oauthRoutes(
   app.get('/oauth2/userinfo', userinfoHandler);
   app.post('/oauth2/userinfo', userinfoHandler);
 
-  app.get('/auth/me', async (request) => {
-    const p = principalOf(request);
-    const [type, id] = p.profile.split('/') as [string, string];
-    const [profile, membership, project] = await Promise.all([
-      selectCurrent(deps.db, type, id),
-      selectCurrent(deps.db, 'ProjectMembership', p.membershipId),
-      selectCurrent(deps.db, 'Project', p.projectId),
-    ]);
-    const parse = (row: { json: string } | undefined): unknown => (row ? JSON.parse(row.json) : undefined);
-    return { profile: parse(profile), project: parse(project), membership: parse(membership) };
-  });
+  app.get('/auth/me', async (request) => loginResources(deps, principalOf(request)));
 }

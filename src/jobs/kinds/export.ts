@@ -6,6 +6,7 @@
 // The patient compartment is approximated by references: Patient resources, and resources with a reference to a
 // Patient (to one of the Group's Patients for Group/<id>/$export).
 import type { Queryable } from '../../storage/db.js';
+import { createFhirpathPool, type FhirpathPool } from '../../fhir/csv/fhirpath-pool.js';
 import { csvTable, type CellFailure } from '../../fhir/csv/table.js';
 import { contentJson } from '../../fhir/search/sql.js';
 import type { Resource } from '../../fhir/types.js';
@@ -41,8 +42,10 @@ interface ExportState {
   logged?: boolean;
 }
 
+/** The file store key of the directory holding every output file of a job. */
+export const exportDirKey = (jobId: string): string => `exports/${jobId}`;
 /** The file store key of an output file (`Patient.ndjson`, `Patient.csv`). */
-export const exportFileKey = (jobId: string, file: string): string => `exports/${jobId}/${file}`;
+export const exportFileKey = (jobId: string, file: string): string => `${exportDirKey(jobId)}/${file}`;
 
 /** How rows become file text. */
 interface FileFormat {
@@ -51,24 +54,25 @@ interface FileFormat {
   head?: string;
   /** CSV: top-level properties left in storage (see SearchRequest.omit). */
   omit?: readonly string[];
-  text(rows: readonly { json: string }[]): string;
+  text(rows: readonly { json: string }[]): Promise<string>;
   failures(): { count: number; first: CellFailure } | undefined;
 }
 
 const NDJSON: FileFormat = {
   ext: 'ndjson',
-  text: (rows) => rows.map((r) => r.json).join('\n') + '\n',
+  text: async (rows) => rows.map((r) => r.json).join('\n') + '\n',
   failures: () => undefined,
 };
 
-function fileFormat(p: ExportParams): FileFormat {
+/** CSV: FHIRPath beyond the fast path runs in the worker pool; a page beyond its time limit fails the job. */
+async function fileFormat(p: ExportParams, fhirpath: () => FhirpathPool): Promise<FileFormat> {
   if (p.format !== 'csv') return NDJSON;
-  const table = csvTable(p.types[0] as string, p.fields ?? '');
+  const table = await csvTable(p.types[0] as string, p.fields ?? '', fhirpath());
   return {
     ext: 'csv',
     head: table.head,
     ...(table.omit ? { omit: table.omit } : {}),
-    text: (rows) => rows.map((r) => table.row(r.json)).join(''),
+    text: (rows) => table.rows(rows.map((r) => r.json)),
     failures: table.failures,
   };
 }
@@ -138,16 +142,21 @@ export interface ExportKindOptions {
   pagesPerStep?: number;
   /** Told once per CSV job when a FHIRPath failed on some resources (their cells are empty). */
   log?: { warn(obj: unknown, msg: string): void };
+  /** The FHIRPath worker pool of CSV exports (main shares the app's); default: one of the kind's own, 10 s limit. */
+  fhirpath?: FhirpathPool;
 }
 
 export function exportKind(opts: ExportKindOptions = {}): JobKind<ExportState> {
   const pageSize = opts.pageSize ?? 2000;
   const stepMs = opts.stepMs ?? 250;
   const pagesPerStep = opts.pagesPerStep ?? 10;
+  let ownPool: FhirpathPool | undefined;
+  const fhirpath = (): FhirpathPool =>
+    opts.fhirpath ?? (ownPool ??= createFhirpathPool({ timeoutMs: 10_000 }));
   return {
     async start(env, job) {
       // A worker that died before its first checkpoint may have left a partial file.
-      await env.files.deleteDir(`exports/${job.id}`);
+      await env.files.deleteDir(exportDirKey(job.id));
       return { ti: 0, after: 0, files: [], total: 0 };
     },
     async resume(env, job, s) {
@@ -160,7 +169,7 @@ export function exportKind(opts: ExportKindOptions = {}): JobKind<ExportState> {
     async runStep(env, job, prev): Promise<StepResult<ExportState>> {
       const p = job.params as unknown as ExportParams;
       const s: ExportState = { ...prev, files: prev.files.map((f) => ({ ...f })) };
-      const format = fileFormat(p);
+      const format = await fileFormat(p, fhirpath);
       const until = Date.now() + stepMs;
       const read = (): Promise<{ rid: number; json: string }[]> =>
         page(env.db, p, p.types[s.ti] as string, s.after, pageSize, format.omit);
@@ -176,7 +185,7 @@ export function exportKind(opts: ExportKindOptions = {}): JobKind<ExportState> {
         pending = s.ti < p.types.length && pages < pagesPerStep && Date.now() < until ? read() : undefined;
         let f = s.files.find((x) => x.type === type);
         const head = !f && format.head !== undefined ? format.head : '';
-        const text = head + (rows.length > 0 ? format.text(rows) : '');
+        const text = head + (rows.length > 0 ? await format.text(rows) : '');
         if (text !== '') {
           const size = await env.files.append(fileKey(job, type), text);
           if (!f) s.files.push((f = { type, size: 0, count: 0 }));
@@ -202,7 +211,7 @@ export function exportKind(opts: ExportKindOptions = {}): JobKind<ExportState> {
       };
     },
     async cancel(env, job) {
-      await env.files.deleteDir(`exports/${job.id}`);
+      await env.files.deleteDir(exportDirKey(job.id));
     },
   };
 }

@@ -1,0 +1,191 @@
+// A small pool of FHIRPath worker threads with a deadline (issue 12 point 11): `_fields` entries beyond the fast
+// path are parsed and run there, so a costly expression never stalls the event loop (every tenant's requests), and a
+// worker that passes the deadline or its memory limit is terminated and replaced; the request answers 422
+// too-costly naming the limit. https://nodejs.org/api/worker_threads.html
+import { createRequire } from 'node:module';
+import { availableParallelism } from 'node:os';
+import { pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { FhirError } from '../outcome.js';
+import type { CellResult, SlowColumn } from './fhirpath-eval.js';
+import type { WorkerReply, WorkerTask } from './fhirpath-worker.js';
+
+export type { CellResult, SlowColumn };
+
+export interface FhirpathPool {
+  /** Parses the columns and runs them on an empty resource: 400 for an entry that does not parse or names an unknown function. */
+  check(resourceType: string, columns: readonly SlowColumn[]): Promise<void>;
+  /** The cells of each resource (stored JSON text), one per column. */
+  rows(
+    resourceType: string,
+    columns: readonly SlowColumn[],
+    jsons: readonly string[],
+  ): Promise<CellResult[][]>;
+  /** Terminates the workers; tasks still waiting fail. */
+  close(): Promise<void>;
+}
+
+export interface FhirpathPoolOptions {
+  /** Milliseconds one task (a check, or the rows of one `$csv` or export page) may run (config fhirpathTimeout). */
+  timeoutMs: number;
+  /** Workers (default: the cores but one, at least 1, at most 4). */
+  size?: number;
+  /** Heap of each worker in MiB (default 256): beyond it the task fails as too costly. */
+  maxHeapMb?: number;
+}
+
+// From the compiled `dist/` the worker is JavaScript. Under tsx/vitest it is the TypeScript source: a small
+// bootstrap registers tsx's loader in the worker first (Node 20 does not apply `--import tsx` hooks to a worker's
+// own entry module).
+const fromSource = import.meta.url.endsWith('.ts');
+
+function workerEntry(): { file: URL | string; eval: boolean } {
+  if (!fromSource) return { file: new URL('./fhirpath-worker.js', import.meta.url), eval: false };
+  const tsxApi = createRequire(import.meta.url)
+    .resolve('tsx/esm/api')
+    .replace(/index\.cjs$/, 'index.mjs');
+  const worker = new URL('./fhirpath-worker.ts', import.meta.url).href;
+  const code = `import(${JSON.stringify(pathToFileURL(tsxApi).href)}).then((m) => { m.register(); return import(${JSON.stringify(worker)}); })`;
+  return { file: code, eval: true };
+}
+
+interface Task {
+  message: WorkerTask;
+  resolve(reply: WorkerReply): void;
+  reject(err: Error): void;
+}
+
+interface Slot {
+  worker: Worker;
+  ready: boolean;
+  task?: Task;
+  timer?: NodeJS.Timeout;
+}
+
+const tooCostly = (why: string): FhirError =>
+  new FhirError('too-costly', `The _fields FHIRPath is too costly: ${why}`, 'csv.fhirpath-too-costly');
+
+export function createFhirpathPool(opts: FhirpathPoolOptions): FhirpathPool {
+  const size = opts.size ?? Math.min(4, Math.max(1, availableParallelism() - 1));
+  const slots: Slot[] = [];
+  const queue: Task[] = [];
+  let closed = false;
+
+  const finish = (slot: Slot): Task | undefined => {
+    const task = slot.task;
+    clearTimeout(slot.timer);
+    slot.task = undefined;
+    return task;
+  };
+  const discard = (slot: Slot): void => {
+    slots.splice(slots.indexOf(slot), 1);
+    void slot.worker.terminate();
+  };
+  const spawn = (): Slot => {
+    const entry = workerEntry();
+    const worker = new Worker(entry.file, {
+      eval: entry.eval,
+      resourceLimits: { maxOldGenerationSizeMb: opts.maxHeapMb ?? 256 },
+      // Whatever the worker writes is dropped: request text never reaches the server's output (issue 12 point 10).
+      stdout: true,
+      stderr: true,
+    });
+    worker.stdout.resume();
+    worker.stderr.resume();
+    worker.unref();
+    const slot: Slot = { worker, ready: false };
+    worker.on('message', (reply: WorkerReply | 'ready') => {
+      if (reply === 'ready') {
+        slot.ready = true;
+        return pump();
+      }
+      finish(slot)?.resolve(reply);
+      pump();
+    });
+    worker.on('error', (err: Error & { code?: string }) => {
+      const task = finish(slot);
+      discard(slot);
+      // A worker that cannot even start would fail again: the waiting tasks fail instead of respawning forever.
+      if (!slot.ready) for (const t of queue.splice(0)) t.reject(err);
+      task?.reject(
+        err.code === 'ERR_WORKER_OUT_OF_MEMORY'
+          ? tooCostly(`it needed more than the memory limit of ${opts.maxHeapMb ?? 256} MiB`)
+          : err,
+      );
+      pump();
+    });
+    worker.on('exit', () => {
+      if (!slots.includes(slot)) return;
+      const task = finish(slot);
+      discard(slot);
+      task?.reject(new Error('The FHIRPath worker stopped'));
+      pump();
+    });
+    slots.push(slot);
+    return slot;
+  };
+  const start = (slot: Slot, task: Task): void => {
+    slot.task = task;
+    // The deadline runs from when the worker takes the task: time spent waiting in the queue does not count.
+    slot.timer = setTimeout(() => {
+      finish(slot);
+      discard(slot);
+      task.reject(
+        tooCostly(
+          `it ran longer than the limit of ${opts.timeoutMs} ms (fhirpathTimeout); simplify the expression`,
+        ),
+      );
+      pump();
+    }, opts.timeoutMs);
+    slot.worker.postMessage(task.message);
+  };
+  function pump(): void {
+    while (!closed && queue.length > 0) {
+      const free = slots.find((s) => s.ready && !s.task);
+      if (free) {
+        start(free, queue.shift() as Task);
+        continue;
+      }
+      if (slots.length < size) spawn();
+      return; // a worker that is starting takes the next task once ready
+    }
+  }
+  const run = (message: WorkerTask): Promise<WorkerReply> =>
+    new Promise<WorkerReply>((resolve, reject) => {
+      if (closed) return reject(new Error('The FHIRPath pool is closed'));
+      queue.push({ message, resolve, reject });
+      pump();
+    }).then((reply) => {
+      if (reply.ok) return reply;
+      if (reply.invalid) {
+        const { entry, why } = reply.invalid;
+        throw new FhirError(
+          'invalid',
+          `Invalid FHIRPath expression: ${entry.slice(0, 200)}: ${why.slice(0, 200)}`,
+          'csv.fhirpath',
+        );
+      }
+      throw new Error(reply.error ?? 'FHIRPath worker failed');
+    });
+
+  return {
+    async check(resourceType, columns) {
+      if (columns.length > 0) await run({ kind: 'check', resourceType, columns: [...columns] });
+    },
+    async rows(resourceType, columns, jsons) {
+      if (columns.length === 0 || jsons.length === 0) return jsons.map(() => []);
+      const reply = await run({ kind: 'rows', resourceType, columns: [...columns], jsons: [...jsons] });
+      return (reply as { result: CellResult[][] }).result;
+    },
+    async close() {
+      closed = true;
+      for (const task of queue.splice(0)) task.reject(new Error('The FHIRPath pool is closed'));
+      await Promise.all(
+        slots.splice(0).map((s) => {
+          finish(s)?.reject(new Error('The FHIRPath pool is closed'));
+          return s.worker.terminate();
+        }),
+      );
+    },
+  };
+}
