@@ -1,6 +1,5 @@
 // buildApp(deps): registers plugins and routes and returns the Fastify instance; it never listens.
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { AuthDeps } from './auth/deps.js';
 import type { KeyRing } from './auth/keys.js';
@@ -20,7 +19,8 @@ import { oauthRoutes } from './http/routes/oauth.js';
 import { wellKnownRoutes } from './http/routes/well-known.js';
 import { createCsvRuntime, type CsvRuntime } from './fhir/csv/runtime.js';
 import type { Db } from './storage/db.js';
-import { localFileStore, type FileStore } from './storage/files.js';
+import { fileStoreFor } from './storage/db-files.js';
+import type { FileStore } from './storage/files.js';
 import { createStatisticsKeeper } from './storage/statistics.js';
 import { createTokenIssuer } from './auth/access-token.js';
 import { AUTH_TYPES, createPrincipalCache } from './auth/principal-cache.js';
@@ -148,7 +148,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       jobRoutes(f, {
         db,
         signals: deps.signals,
-        files: deps.files ?? localFileStore(path.join(config.dataDir, 'files')),
+        files: deps.files ?? fileStoreFor(deps.db, config.dataDir),
         clock,
         newId,
         fhirBase,

@@ -1,7 +1,6 @@
 // Entry point: load the configuration, open the database, migrate, ensure the super administrator,
 // build the app, listen, and shut down cleanly on SIGINT/SIGTERM.
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { buildApp } from './app.js';
@@ -15,7 +14,7 @@ import { openPglite } from './storage/pglite.js';
 import { openPostgres } from './storage/postgres.js';
 import { localSignals, postgresSignals } from './storage/signals.js';
 import { openCache } from './storage/cache/index.js';
-import { localFileStore } from './storage/files.js';
+import { fileStoreFor } from './storage/db-files.js';
 import { createJobRunner } from './jobs/runner.js';
 import { createRetentionSweeper } from './jobs/retention.js';
 import { contextLogger } from './http/plugins/request-log.js';
@@ -115,7 +114,7 @@ async function main(): Promise<void> {
     timeoutMs: config.redisTimeout,
     log: contextLogger(log as unknown as FastifyBaseLogger),
   });
-  const files = localFileStore(path.join(config.dataDir, 'files'));
+  const files = fileStoreFor(db, config.dataDir);
   // One FHIRPath worker pool for `$csv` requests and CSV export jobs alike.
   const csv = createCsvRuntime({ fhirpathTimeout: config.fhirpathTimeout });
   const app = await buildApp({

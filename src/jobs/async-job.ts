@@ -3,7 +3,7 @@
 import type { Queryable } from '../storage/db.js';
 import { systemContext, type RepoContext } from '../fhir/repository/context.js';
 import { prepareWrite } from '../fhir/repository/prepare.js';
-import { insertResources, selectCurrent, type StoredRow } from '../fhir/repository/store.js';
+import { insertResources, selectCurrent, writeVersion, type StoredRow } from '../fhir/repository/store.js';
 import { writeNextVersion } from '../fhir/repository/update.js';
 import type { Resource } from '../fhir/types.js';
 import { enqueue, finish, markCancelled, type NewJob } from './queue.js';
@@ -97,4 +97,14 @@ export async function dropJobOutput(tx: Queryable, env: Env, row: StoredRow): Pr
   if (row.deleted || current.output === undefined) return;
   const { output: _dropped, ...rest } = current;
   await writeNextVersion(tx, jobContext(env, row, current), row, rest);
+}
+
+/** Deletes a locked, ended AsyncJob resource (the Bulk Data IG's delete request); its queue row stays for the sweep. */
+export async function deleteJobResource(tx: Queryable, env: Env, row: StoredRow): Promise<void> {
+  await writeVersion(tx, row.rid, 'AsyncJob', row.id, {
+    resource: null,
+    projectId: row.project_id,
+    versionId: row.version_id + 1,
+    lastUpdated: env.clock(),
+  });
 }

@@ -11,20 +11,12 @@ import { exportFileKey } from '../../jobs/kinds/export.js';
 import { CSV_CONTENT_TYPE } from '../csv/table.js';
 import { FhirError } from '../outcome.js';
 import type { RepoContext } from '../repository/context.js';
-import { accessibleJob } from './async-job.js';
+import { accessibleJob, outputFiles } from './async-job.js';
 
-type Output = { parameter?: { name?: string; part?: { name?: string; valueUri?: unknown }[] }[] };
-
-/** Whether the job's `output` has a file URL ending in `/AsyncJob/<id>/output/<file>`. */
+/** Whether the job's `output` or `error` files include one whose URL ends in `/AsyncJob/<id>/output/<file>`. */
 function lists(job: AsyncJobResource, id: string, file: string): boolean {
   const suffix = `/AsyncJob/${id}/output/${file}`;
-  return ((job.output as Output | undefined)?.parameter ?? []).some(
-    (p) =>
-      p.name === 'output' &&
-      (p.part ?? []).some(
-        (x) => x.name === 'url' && typeof x.valueUri === 'string' && x.valueUri.endsWith(suffix),
-      ),
-  );
+  return [...outputFiles(job, 'output'), ...outputFiles(job, 'error')].some((f) => f.url.endsWith(suffix));
 }
 
 export async function openJobOutput(
@@ -35,7 +27,7 @@ export async function openJobOutput(
   file: string,
 ): Promise<{ stream: Readable; contentType: string }> {
   const notFound = new FhirError('not-found', 'Not found', 'job.output.not-found');
-  const m = /^[A-Za-z]{1,64}\.(ndjson|csv)$/.exec(file);
+  const m = /^[A-Za-z]{1,64}(\.[0-9]{1,6})?\.(ndjson|csv)$/.exec(file);
   const { job } = await accessibleJob(db, ctx, id);
   if (!m || !isPlainFileName(id) || job.status !== 'completed' || !lists(job, id, file)) throw notFound;
   let stream: Readable | undefined;
@@ -46,5 +38,5 @@ export async function openJobOutput(
     throw err;
   }
   if (!stream) throw notFound;
-  return { stream, contentType: m[1] === 'csv' ? CSV_CONTENT_TYPE : 'application/fhir+ndjson' };
+  return { stream, contentType: m[2] === 'csv' ? CSV_CONTENT_TYPE : 'application/fhir+ndjson' };
 }

@@ -1,6 +1,7 @@
 // AsyncJob status (API.md §5, https://hl7.org/fhir/uv/bulkdata/export.html#bulk-data-status-request):
-// GET/DELETE {fhir}/AsyncJob/<id> and the download of export files. The operations that start and cancel jobs are
+// GET/DELETE {fhir}/AsyncJob/<id> and the download of export files (gzip when asked). The operations that start and cancel jobs are
 // routed from their definitions (operations.ts). Static segments win over the generic REST routes in the router.
+import { createGzip } from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Db } from '../../storage/db.js';
 import type { FileStore } from '../../storage/files.js';
@@ -8,7 +9,7 @@ import type { Signals } from '../../storage/signals.js';
 import type { RepoContext } from '../../fhir/repository/context.js';
 import type { FhirResult } from '../../fhir/result.js';
 import { readJobStatus } from '../../fhir/operations/async-job.js';
-import { cancelAsyncJob } from '../../fhir/operations/cancel.js';
+import { deleteAsyncJob } from '../../fhir/operations/async-job-delete.js';
 import { openJobOutput } from '../../fhir/operations/job-output.js';
 import { repoContext } from '../plugins/auth.js';
 import { sendResult } from '../reply.js';
@@ -22,6 +23,15 @@ export interface JobRouteDeps {
   fhirBase: string;
 }
 
+/** Whether an Accept-Encoding header accepts gzip (RFC 9110 §12.5.3: `gzip` or `x-gzip`, q above 0). */
+export function acceptsGzip(header: string | undefined): boolean {
+  return (header ?? '').split(',').some((part) => {
+    const [coding, ...params] = part.split(';').map((x) => x.trim().toLowerCase());
+    const q = params.find((x) => x.startsWith('q='));
+    return (coding === 'gzip' || coding === 'x-gzip') && (q === undefined || Number(q.slice(2)) > 0);
+  });
+}
+
 type Query = Record<string, string | string[]>;
 type P<T> = { Params: T; Querystring: Query };
 
@@ -32,15 +42,16 @@ export function jobRoutes(app: FastifyInstance, deps: JobRouteDeps): void {
   const { db, signals } = deps;
 
   app.get<P<{ id: string }>>('/AsyncJob/:id', async (req, reply) =>
-    send(reply, await readJobStatus(db, ctx(req), req.params.id)),
+    send(reply, await readJobStatus(db, ctx(req), req.params.id, req.headers.accept)),
   );
-  // Bulk Data IG cancel (DELETE on the status URL): the $cancel logic, answered 202 on success as the IG says.
-  app.delete<P<{ id: string }>>('/AsyncJob/:id', async (req, reply) => {
-    const r = await cancelAsyncJob(db, signals, ctx(req), req.params.id);
-    return send(reply, { ...r, status: 202 });
-  });
+  app.delete<P<{ id: string }>>('/AsyncJob/:id', async (req, reply) =>
+    send(reply, await deleteAsyncJob(db, signals, deps.files, ctx(req), req.params.id)),
+  );
   app.get<P<{ id: string; file: string }>>('/AsyncJob/:id/output/:file', async (req, reply) => {
     const file = await openJobOutput(db, deps.files, ctx(req), req.params.id, req.params.file);
-    return reply.type(file.contentType).send(file.stream);
+    reply.type(file.contentType).header('vary', 'accept-encoding');
+    // Files are streamed as stored; a client that accepts gzip gets them compressed on the way.
+    if (!acceptsGzip(req.headers['accept-encoding'])) return reply.send(file.stream);
+    return reply.header('content-encoding', 'gzip').send(file.stream.pipe(createGzip()));
   });
 }

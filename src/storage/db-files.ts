@@ -1,0 +1,82 @@
+// A FileStore in the database (the `file_chunks` table): with PostgreSQL every instance reads and writes the same
+// files, so any instance serves any job's export files (issue 13). Chunks are the appended texts; a read streams
+// them a few at a time, so memory stays flat however large the file.
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import type { Db, Queryable } from './db.js';
+import { InvalidFileKeyError, isPlainFileName, localFileStore, type FileStore } from './files.js';
+
+/** Chunks fetched per query while streaming a file. */
+const READ_BATCH = 8;
+
+function checked(key: string): string {
+  if (!key.split('/').every(isPlainFileName)) throw new InvalidFileKeyError(key);
+  return key;
+}
+
+async function sizeOf(db: Queryable, key: string): Promise<number> {
+  const r = await db.query<{ end: string }>(
+    `SELECT "offset" + octet_length(data) AS end FROM file_chunks WHERE key = $1 ORDER BY "offset" DESC LIMIT 1`,
+    [key],
+  );
+  return Number(r.rows[0]?.end ?? 0);
+}
+
+export function dbFileStore(db: Queryable): FileStore {
+  return {
+    async append(key, text) {
+      checked(key);
+      // One writer per file (the job's worker), so the end read here is still the end when the chunk is inserted.
+      const data = Buffer.from(text, 'utf8');
+      const start = await sizeOf(db, key);
+      if (data.length > 0)
+        await db.query(`INSERT INTO file_chunks (key, "offset", data) VALUES ($1, $2, $3)`, [
+          key,
+          start,
+          data,
+        ]);
+      return start + data.length;
+    },
+    async truncate(key, size) {
+      checked(key);
+      await db.query(`DELETE FROM file_chunks WHERE key = $1 AND "offset" >= $2`, [key, size]);
+      await db.query(
+        `UPDATE file_chunks SET data = substring(data FROM 1 FOR ($2::bigint - "offset")::int)
+         WHERE key = $1 AND "offset" < $2 AND "offset" + octet_length(data) > $2`,
+        [key, size],
+      );
+    },
+    async read(key) {
+      checked(key);
+      const first = await db.query<{ offset: string }>(
+        `SELECT "offset" FROM file_chunks WHERE key = $1 LIMIT 1`,
+        [key],
+      );
+      if (first.rows.length === 0) return undefined;
+      let after = -1;
+      return Readable.from(
+        (async function* () {
+          for (;;) {
+            const r = await db.query<{ offset: string; data: Uint8Array }>(
+              `SELECT "offset", data FROM file_chunks WHERE key = $1 AND "offset" > $2 ORDER BY "offset" LIMIT $3`,
+              [key, after, READ_BATCH],
+            );
+            for (const row of r.rows) yield Buffer.from(row.data);
+            if (r.rows.length < READ_BATCH) return;
+            after = Number((r.rows[r.rows.length - 1] as { offset: string }).offset);
+          }
+        })(),
+        { objectMode: false },
+      );
+    },
+    async deleteDir(prefix) {
+      checked(prefix);
+      await db.query(`DELETE FROM file_chunks WHERE starts_with(key, $1)`, [`${prefix}/`]);
+    },
+  };
+}
+
+/** Where job files live: in PostgreSQL when that is the database (every instance reaches it), else under `dataDir`. */
+export function fileStoreFor(db: Db, dataDir: string): FileStore {
+  return db.kind === 'postgres' ? dbFileStore(db) : localFileStore(path.join(dataDir, 'files'));
+}
