@@ -46,45 +46,48 @@ async function pool<T>(items: T[], n: number, fn: (item: T) => Promise<void>): P
 export function describeExamples(shard: number, shards: number): void {
   // One database: PostgreSQL where the run has one, else the embedded one. Both are the same PostgreSQL engine
   // behind the same query layer, and this round trip is the suite's longest test: twice would add minutes.
-  describe.each(testDatabases().slice(-1))(`HL7 R4 examples (part ${shard + 1} of ${shards}) on $name`, (database) => {
-    let t: TestApp;
-    const all = loadExamples();
-    const examples = all.filter((_, i) => i % shards === shard);
-    const known = new Set(examples.map((x) => x.file));
-    beforeAll(async () => {
-      t = await startTestApp(database);
-    });
-    afterAll(async () => t?.close());
-
-    it(`stores and reads back all ${examples.length} examples`, async () => {
-      expect(examples.length).toBeGreaterThan(2000 / shards);
-      const files = new Set(all.map((x) => x.file));
-      expect(Object.keys(KNOWN_BAD_EXAMPLES).filter((f) => !files.has(f))).toEqual([]);
-      const rejected: string[] = [];
-      const mismatched: string[] = [];
-      // Examples share ids across files only for different types; PUT keeps the example's own id.
-      await pool(examples, 8, async ({ file, resource }) => {
-        const url = `${t.fhir}/${resource.resourceType as string}/${resource.id as string}`;
-        const put = await t.request({ method: 'PUT', url, token: t.adminToken, payload: resource });
-        if (put.statusCode !== 201 && put.statusCode !== 200) {
-          rejected.push(file);
-          if (!KNOWN_BAD_EXAMPLES[file]) console.log(file, put.statusCode, put.body.slice(0, 400));
-          return;
-        }
-        const read = await t.request({ method: 'GET', url, token: t.adminToken });
-        const back = read.json() as Record<string, unknown>;
-        try {
-          expect(withoutMeta(back)).toEqual(withoutMeta(resource));
-        } catch {
-          mismatched.push(file);
-        }
+  describe.each(testDatabases().slice(-1))(
+    `HL7 R4 examples (part ${shard + 1} of ${shards}) on $name`,
+    (database) => {
+      let t: TestApp;
+      const all = loadExamples();
+      const examples = all.filter((_, i) => i % shards === shard);
+      const known = new Set(examples.map((x) => x.file));
+      beforeAll(async () => {
+        t = await startTestApp(database);
       });
-      expect(mismatched).toEqual([]);
-      expect(rejected.sort()).toEqual(
-        Object.keys(KNOWN_BAD_EXAMPLES)
-          .filter((f) => known.has(f))
-          .sort(),
-      );
-    }, 600_000);
-  });
+      afterAll(async () => t?.close());
+
+      it(`stores and reads back all ${examples.length} examples`, async () => {
+        expect(examples.length).toBeGreaterThan(2000 / shards);
+        const files = new Set(all.map((x) => x.file));
+        expect(Object.keys(KNOWN_BAD_EXAMPLES).filter((f) => !files.has(f))).toEqual([]);
+        const rejected: string[] = [];
+        const mismatched: string[] = [];
+        // Examples share ids across files only for different types; PUT keeps the example's own id.
+        await pool(examples, 8, async ({ file, resource }) => {
+          const url = `${t.fhir}/${resource.resourceType as string}/${resource.id as string}`;
+          const put = await t.request({ method: 'PUT', url, token: t.adminToken, payload: resource });
+          if (put.statusCode !== 201 && put.statusCode !== 200) {
+            rejected.push(file);
+            if (!KNOWN_BAD_EXAMPLES[file]) console.log(file, put.statusCode, put.body.slice(0, 400));
+            return;
+          }
+          const read = await t.request({ method: 'GET', url, token: t.adminToken });
+          const back = read.json() as Record<string, unknown>;
+          try {
+            expect(withoutMeta(back)).toEqual(withoutMeta(resource));
+          } catch {
+            mismatched.push(file);
+          }
+        });
+        expect(mismatched).toEqual([]);
+        expect(rejected.sort()).toEqual(
+          Object.keys(KNOWN_BAD_EXAMPLES)
+            .filter((f) => known.has(f))
+            .sort(),
+        );
+      }, 600_000);
+    },
+  );
 }
