@@ -9,7 +9,7 @@ import { parseConfig, type Config, type ConfigInput } from '../../src/config/con
 import type { Db } from '../../src/storage/db.js';
 import path from 'node:path';
 import { localSignals, type Signals } from '../../src/storage/signals.js';
-import { localFileStore } from '../../src/storage/files.js';
+import { localFileStore, type FileStore } from '../../src/storage/files.js';
 import { createJobRunner, type JobRunner, type RunnerOptions } from '../../src/jobs/runner.js';
 import { createRetentionSweeper, type RetentionSweeper } from '../../src/jobs/retention.js';
 import { defaultKinds } from '../../src/jobs/kinds/index.js';
@@ -49,7 +49,9 @@ export interface TestAppExtras {
   signals?: Signals;
   /** The app's (and the job runner's) logger; default none. */
   logger?: FastifyBaseLogger;
-  /** Start a job runner with these options (files under `<dataDir>/files`). */
+  /** Where job files live (default: under `<dataDir>/files`). */
+  files?: FileStore;
+  /** Start a job runner with these options. */
   jobs?: Partial<Pick<RunnerOptions, 'afterChunk' | 'leaseMs' | 'pollMs' | 'concurrency' | 'maxAttempts'>> & {
     exportPageSize?: number;
   };
@@ -79,7 +81,7 @@ export async function startTestApp(
   );
   const keys = await loadKeyRing(db);
   const signals = extras.signals ?? localSignals();
-  const files = localFileStore(path.join(config.dataDir, 'files'));
+  const files = extras.files ?? localFileStore(path.join(config.dataDir, 'files'));
   const clock = extras.clock ?? (() => new Date());
   const cache = extras.cache ?? createMemoryCache({ max: 1000, clock: () => clock().getTime() });
   const app = await buildApp({
