@@ -111,7 +111,12 @@ describe.each(testDatabases())('Bulk Data status requests on $name', (database) 
     expect(file.body.trim().split('\n')).toHaveLength(12);
 
     // Without Accept, with */* or with FHIR JSON: the AsyncJob resource, as before.
-    for (const headers of [{}, { accept: '*/*' }, { accept: 'application/fhir+json, application/json' }]) {
+    const asFhir: Record<string, string>[] = [
+      {},
+      { accept: '*/*' },
+      { accept: 'application/fhir+json, application/json' },
+    ];
+    for (const headers of asFhir) {
       const res = await status(id, headers);
       expect(res.statusCode).toBe(200);
       expect(res.json()).toMatchObject({ resourceType: 'AsyncJob', status: 'completed' });
