@@ -534,4 +534,62 @@ describe.each(testDatabases())('SMART Backend Services on $name', (database) => 
       );
     });
   });
+
+  describe('discovery', () => {
+    it('serves smart-configuration at the base and at the FHIR base, without a token', async () => {
+      for (const url of ['/.well-known/smart-configuration', '/fhir/R4/.well-known/smart-configuration']) {
+        const res = await t.request({ method: 'GET', url });
+        expect(res.statusCode, url).toBe(200);
+        expect(res.headers['content-type']).toMatch(/^application\/json/);
+        const doc = res.json();
+        expect(doc).toMatchObject({
+          issuer: 'http://cinder.test/',
+          jwks_uri: 'http://cinder.test/.well-known/jwks.json',
+          token_endpoint: TOKEN_URL,
+          code_challenge_methods_supported: ['S256'],
+        });
+        expect(doc.grant_types_supported).toContain('client_credentials');
+        expect(doc.token_endpoint_auth_methods_supported).toEqual(
+          expect.arrayContaining(['private_key_jwt', 'client_secret_basic', 'client_secret_post']),
+        );
+        expect(doc.token_endpoint_auth_signing_alg_values_supported).toEqual(
+          expect.arrayContaining(['RS384', 'ES384']),
+        );
+        expect(doc.scopes_supported).toEqual(expect.arrayContaining(['system/*.read', 'system/*.rs']));
+        expect(doc.capabilities).toEqual(
+          expect.arrayContaining([
+            'client-confidential-asymmetric',
+            'client-confidential-symmetric',
+            'permission-v1',
+            'permission-v2',
+          ]),
+        );
+      }
+      const oidc = (await t.request({ method: 'GET', url: '/.well-known/openid-configuration' })).json();
+      expect(oidc.token_endpoint_auth_methods_supported).toContain('private_key_jwt');
+      expect(oidc.token_endpoint_auth_signing_alg_values_supported).toEqual(
+        expect.arrayContaining(['RS384', 'ES384']),
+      );
+    });
+
+    it('names the token endpoint and the Bulk Data operations in the CapabilityStatement', async () => {
+      const cs = (await t.request({ method: 'GET', url: `${t.fhir}/metadata` })).json();
+      const rest = cs.rest[0];
+      const oauth = rest.security.extension.find(
+        (e: { url: string }) =>
+          e.url === 'http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris',
+      );
+      expect(oauth.extension).toContainEqual({ url: 'token', valueUri: TOKEN_URL });
+      expect(rest.security.service).toContainEqual({
+        coding: [
+          { system: 'http://terminology.hl7.org/CodeSystem/restful-security-service', code: 'SMART-on-FHIR' },
+        ],
+      });
+      const BULK = 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition';
+      expect(rest.operation).toContainEqual({ name: 'export', definition: `${BULK}/export` });
+      const ops = (type: string) => rest.resource.find((r: { type: string }) => r.type === type).operation;
+      expect(ops('Patient')).toContainEqual({ name: 'export', definition: `${BULK}/patient-export` });
+      expect(ops('Group')).toContainEqual({ name: 'export', definition: `${BULK}/group-export` });
+    });
+  });
 });
