@@ -9,6 +9,16 @@ import {
   type ExternalValidator,
 } from './external/validate-external-token.js';
 import { loadMembershipPrincipal, loadPrincipal, type Principal } from './principal.js';
+import { resourceScopesOf } from './smart-scopes.js';
+
+/**
+ * The principal as this token may act: principals are cached per login, while scopes belong to each token (its
+ * signed `scope` claim), so they are attached per request.
+ */
+function withTokenScopes(principal: Principal, scopeClaim: unknown): Principal {
+  const scopes = resourceScopesOf(scopeClaim);
+  return scopes ? { ...principal, scopes } : principal;
+}
 
 export function unauthorized(message: string, code: string, invalidToken = true): FhirError {
   return new FhirError('login', message, code, {
@@ -81,9 +91,9 @@ export async function authenticate(deps: AuthDeps, header: string | undefined): 
     throw err;
   }
   const cached = deps.principals.get(claims.login_id);
-  if (cached) return cached;
+  if (cached) return withTokenScopes(cached, claims.scope);
   const principal = await loadPrincipal(deps.db, claims.login_id, claims.sub);
   if (!principal) throw unauthorized('The login of this token has ended', 'auth.login-ended');
   deps.principals.set(claims.login_id, principal);
-  return principal;
+  return withTokenScopes(principal, claims.scope);
 }

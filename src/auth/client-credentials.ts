@@ -1,6 +1,7 @@
 // The client_credentials grant (RFC 6749 §4.4): a ClientApplication's id and secret → an access token
 // scoped to the ClientApplication's membership. A client logs in only through a membership of its own project
-// (API.md §3), so a membership that another project made for it (or restored data) lends it nothing.
+// (API.md §3), so a membership that another project made for it (or restored data) lends it nothing. A `scope` of SMART
+// system scopes narrows the token (https://hl7.org/fhir/smart-app-launch/backend-services.html).
 import { timingSafeEqual } from 'node:crypto';
 import { readCredential, sha256 } from '../fhir/repository/secrets.js';
 import { selectCurrent } from '../fhir/repository/store.js';
@@ -8,6 +9,7 @@ import type { AuthDeps } from './deps.js';
 import { issueLogin, type TokenResponse } from './issue-login.js';
 import { OAuthError } from './oauth-error.js';
 import { activeMembershipsOfUser } from './principal.js';
+import { grantClientScope } from './smart-scopes.js';
 
 function sameHash(a: string, b: string): boolean {
   const x = Buffer.from(a, 'hex');
@@ -19,16 +21,32 @@ export async function clientCredentialsGrant(
   deps: AuthDeps,
   clientId: string | undefined,
   clientSecret: string | undefined,
+  scope?: string,
 ): Promise<TokenResponse> {
   if (!clientId || !clientSecret)
     throw new OAuthError('invalid_request', 'client_id and client_secret are required');
   const bad = new OAuthError('invalid_client', 'Invalid client credentials');
-  if (!/^[A-Za-z0-9\-.]{1,64}$/.test(clientId)) throw bad;
+  if (!CLIENT_ID.test(clientId)) throw bad;
   const client = await selectCurrent(deps.db, 'ClientApplication', clientId);
   if (!client || client.deleted) throw bad;
   const stored = await readCredential(deps.db, 'ClientApplication', clientId, 'client_secret');
   if (!stored || !sameHash(stored, sha256(clientSecret))) throw bad;
-  // After the secret check, so that only the client's holder learns why it cannot log in.
+  return loginAsClient(deps, clientId, client, scope);
+}
+
+export const CLIENT_ID = /^[A-Za-z0-9\-.]{1,64}$/;
+
+/**
+ * The login of a ClientApplication that has proven who it is (its secret, or a signed assertion: client-assertion.ts),
+ * with the scope it asked for within its role (smart-scopes.ts). Both ways of proof share these rules.
+ */
+export async function loginAsClient(
+  deps: AuthDeps,
+  clientId: string,
+  client: { json: string; project_id: string },
+  scope: string | undefined,
+): Promise<TokenResponse> {
+  // After the proof, so that only the client's holder learns why it cannot log in.
   // ClientApplication.status is `active | error | off`: only an active client (or one without status) logs in.
   const status = (JSON.parse(client.json) as { status?: unknown }).status;
   if (status !== undefined && status !== 'active') {
@@ -42,6 +60,10 @@ export async function clientCredentialsGrant(
   if (!membership) {
     throw new OAuthError('invalid_client', 'The client has no active membership in its own project');
   }
+  const granted = grantClientScope(
+    { projectId: membership.project_id, projectAdmin: membership.admin, superAdmin: membership.super_admin },
+    scope,
+  );
   return issueLogin(
     deps,
     {
@@ -51,6 +73,6 @@ export async function clientCredentialsGrant(
       clientId,
       authMethod: 'client_credentials',
     },
-    { sub: clientId },
+    { sub: clientId, scope: granted },
   );
 }

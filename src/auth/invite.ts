@@ -9,7 +9,8 @@ import { selectCurrent } from '../fhir/repository/store.js';
 import { FhirError } from '../fhir/outcome.js';
 import type { Resource } from '../fhir/types.js';
 import type { Db } from '../storage/db.js';
-import type { Principal } from './principal.js';
+import { assertWrite } from '../fhir/access.js';
+import { actorOf, type Principal } from './principal.js';
 
 const inviteSchema = z.object({
   resourceType: z.enum(['Practitioner', 'Patient']),
@@ -50,6 +51,9 @@ export async function invite(
     throw new FhirError('forbidden', 'Only an admin of this project may invite', 'invite.forbidden');
   }
   const req = parseInvite(body);
+  // A token narrowed by SMART scopes invites only when they permit creating the profile and the membership.
+  assertWrite(actorOf(principal), req.resourceType, 'create');
+  assertWrite(actorOf(principal), 'ProjectMembership', 'create');
   const project = await selectCurrent(db, 'Project', projectId);
   if (!project || project.deleted)
     throw new FhirError('not-found', `Not found: Project/${projectId}`, 'invite.no-project');

@@ -3,6 +3,7 @@
 // Also the super administrator's way to set a User's password.
 import bcrypt from 'bcryptjs';
 import { z } from 'zod';
+import { hasSuperAdminPowers } from '../fhir/access.js';
 import { FhirError, notFound } from '../fhir/outcome.js';
 import { readCredential, storeSecrets } from '../fhir/repository/secrets.js';
 import { selectCurrent } from '../fhir/repository/store.js';
@@ -10,6 +11,7 @@ import { createAuthorizationCode, purgeExpiredCodes, S256_CHALLENGE } from './au
 import { nowSeconds, type AuthDeps } from './deps.js';
 import {
   activeMembershipsOfUser,
+  actorOf,
   createLogin,
   revokeLoginsOfUser,
   type ActiveMembership,
@@ -173,7 +175,7 @@ export async function setUserPassword(
   userId: string,
   body: unknown,
 ): Promise<void> {
-  if (!principal.superAdmin) {
+  if (!hasSuperAdminPowers(actorOf(principal))) {
     throw new FhirError('forbidden', 'Only a super administrator may set passwords', 'password.forbidden');
   }
   const { password } = parse(passwordSchema, body, 'password request', 'password.invalid');

@@ -1,6 +1,6 @@
 // Who is calling: the login behind a token, its membership and project. The single place that turns a
 // verified token into the Actor that fhir/access.ts decides on.
-import type { Actor } from '../fhir/access.js';
+import type { Actor, ResourceScope } from '../fhir/access.js';
 import type { AccessScope } from '../fhir/types.js';
 import type { Queryable } from '../storage/db.js';
 import { loginHolds, usableMembership } from './login-rules.js';
@@ -18,10 +18,17 @@ export interface Principal {
   superAdmin: boolean;
   /** Set when the caller presented an external identity provider's JWT (API.md §4) instead of a service token. */
   external?: { exp: number; tokenHash: string };
+  /** The SMART resource scopes of the token presented (smart-scopes.ts); absent: not limited by scopes. */
+  scopes?: readonly ResourceScope[];
 }
 
 export function actorOf(p: Principal): Actor {
-  return { projectId: p.projectId, projectAdmin: p.projectAdmin, superAdmin: p.superAdmin };
+  return {
+    projectId: p.projectId,
+    projectAdmin: p.projectAdmin,
+    superAdmin: p.superAdmin,
+    ...(p.scopes ? { scopes: p.scopes } : {}),
+  };
 }
 
 export function scopeOf(p: Principal): AccessScope {
@@ -183,6 +190,9 @@ export interface ActiveMembership {
   id: string;
   project_id: string;
   profile: string;
+  /** ProjectMembership.admin and the project's superAdmin, for what the login may be granted (smart-scopes.ts). */
+  admin: boolean;
+  super_admin: boolean;
 }
 
 /**
@@ -195,7 +205,9 @@ export async function activeMembershipsOfUser(
   projectId?: string,
 ): Promise<ActiveMembership[]> {
   const r = await db.query<ActiveMembership>(
-    `SELECT m.id, m.project_id, m.content->'profile'->>'reference' AS profile
+    `SELECT m.id, m.project_id, m.content->'profile'->>'reference' AS profile,
+            coalesce(m.content->>'admin' = 'true', false) AS admin,
+            coalesce(p.content->>'superAdmin' = 'true', false) AS super_admin
      FROM resources m JOIN resources p ON p.resource_type = 'Project' AND p.id = m.project_id
      WHERE m.content->'user'->>'reference' = $1 AND ($2::text IS NULL OR m.project_id = $2)
        AND ${usableMembership('m', 'p')}

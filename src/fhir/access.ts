@@ -8,6 +8,40 @@ export interface Actor {
   projectId: string;
   projectAdmin: boolean;
   superAdmin: boolean;
+  /**
+   * The SMART resource scopes the token was granted (src/auth/smart-scopes.ts). Absent: the token names none and is
+   * limited only by the rules below (every token issued before scopes existed, password logins, external tokens).
+   */
+  scopes?: readonly ResourceScope[];
+}
+
+/**
+ * One SMART App Launch 2.x resource scope (https://hl7.org/fhir/smart-app-launch/scopes-and-launch-context.html):
+ * a resource type (or `*`) and the interactions it permits as v2 letters — c create, r read (read, vread, instance
+ * history), u update (update, patch, update-as-create), d delete, s search (type search, type history).
+ */
+export interface ResourceScope {
+  type: string;
+  permissions: string;
+}
+
+/** What each request needs of a scope: its SMART v2 letter. */
+export type ReadInteraction = 'read' | 'search';
+export type WriteInteraction = 'create' | 'update' | 'delete';
+const LETTER: Record<ReadInteraction | WriteInteraction, string> = {
+  create: 'c',
+  read: 'r',
+  update: 'u',
+  delete: 'd',
+  search: 's',
+};
+
+/** Whether the actor's scopes (if any) permit one of `letters` on `resourceType`. Scopes narrow, never widen. */
+function scopesPermit(actor: Actor, resourceType: string, letters: string): boolean {
+  if (!actor.scopes) return true;
+  return actor.scopes.some(
+    (s) => (s.type === '*' || s.type === resourceType) && [...letters].some((l) => s.permissions.includes(l)),
+  );
 }
 
 /** Resource types that only project admins (and super administrators) may create or change. */
@@ -17,13 +51,16 @@ const ADMIN_READ = new Set(['ClientApplication', 'AsyncJob', 'Login']);
 /** Resource types only super administrators may create or change. */
 const SUPER_WRITE = new Set(['Project', 'User', 'Login']);
 
-export function canRead(actor: Actor, resourceType: string): boolean {
+export function canRead(actor: Actor, resourceType: string, interaction: ReadInteraction = 'read'): boolean {
+  if (!scopesPermit(actor, resourceType, LETTER[interaction])) return false;
   if (actor.superAdmin) return true;
   if (ADMIN_READ.has(resourceType)) return actor.projectAdmin;
   return true;
 }
 
-export function canWrite(actor: Actor, resourceType: string): boolean {
+/** Without `interaction` (a write whose kind the caller does not know), any of create, update or delete suffices. */
+export function canWrite(actor: Actor, resourceType: string, interaction?: WriteInteraction): boolean {
+  if (!scopesPermit(actor, resourceType, interaction ? LETTER[interaction] : 'cud')) return false;
   if (actor.superAdmin) return true;
   if (SUPER_WRITE.has(resourceType)) return false;
   if (ADMIN_WRITE.has(resourceType)) return actor.projectAdmin;
@@ -40,11 +77,16 @@ export function searchScope(
   resourceType: string,
   scope: AccessScope,
 ): AccessScope {
-  if (resourceType === 'AsyncJob' && !actor.superAdmin && !actor.projectAdmin) {
+  if (
+    resourceType === 'AsyncJob' &&
+    !actor.superAdmin &&
+    !actor.projectAdmin &&
+    scopesPermit(actor, 'AsyncJob', 's')
+  ) {
     // A caller without a profile started no job: it finds none.
     return { ...scope, author: caller ?? '' };
   }
-  assertRead(actor, resourceType);
+  assertRead(actor, resourceType, 'search');
   return scope;
 }
 
@@ -53,11 +95,18 @@ export function searchScope(
  * readable by the caller, or the search would tell whether such a resource exists.
  */
 export function assertChainsReadable(actor: Actor, chainedTypes: readonly string[]): void {
-  for (const type of chainedTypes) assertRead(actor, type);
+  for (const type of chainedTypes) assertRead(actor, type, 'search');
 }
 
-export function assertRead(actor: Actor, resourceType: string): void {
-  if (!canRead(actor, resourceType)) {
+export function assertRead(actor: Actor, resourceType: string, interaction: ReadInteraction = 'read'): void {
+  if (!scopesPermit(actor, resourceType, LETTER[interaction])) {
+    throw new FhirError(
+      'forbidden',
+      `Forbidden: the token's scope does not permit ${interaction} of ${resourceType}`,
+      'access.scope-read',
+    );
+  }
+  if (!canRead(actor, resourceType, interaction)) {
     throw new FhirError(
       'forbidden',
       `Forbidden: reading ${resourceType} needs a project administrator`,
@@ -66,15 +115,31 @@ export function assertRead(actor: Actor, resourceType: string): void {
   }
 }
 
-export function assertWrite(actor: Actor, resourceType: string): void {
-  if (!canWrite(actor, resourceType)) {
+export function assertWrite(actor: Actor, resourceType: string, interaction?: WriteInteraction): void {
+  if (!scopesPermit(actor, resourceType, interaction ? LETTER[interaction] : 'cud')) {
+    throw new FhirError(
+      'forbidden',
+      `Forbidden: the token's scope does not permit ${interaction ?? 'changing'} ${resourceType}`,
+      'access.scope-write',
+    );
+  }
+  if (!canWrite(actor, resourceType, interaction)) {
     const who = SUPER_WRITE.has(resourceType) ? 'a super administrator' : 'a project administrator';
     throw new FhirError('forbidden', `Forbidden: changing ${resourceType} needs ${who}`, 'access.write');
   }
 }
 
+/**
+ * Whether the actor is a super administrator whose token is not narrowed by scopes (only `system/*.cruds` or none):
+ * super administrator actions ($reindex, $expunge, setting passwords) span every type.
+ */
+export function hasSuperAdminPowers(actor: Actor): boolean {
+  const everything = actor.scopes?.some((s) => s.type === '*' && s.permissions === 'cruds') ?? true;
+  return actor.superAdmin && everything;
+}
+
 export function assertSuperAdmin(actor: Actor, what: string): void {
-  if (!actor.superAdmin) {
+  if (!hasSuperAdminPowers(actor)) {
     throw new FhirError('forbidden', `Forbidden: ${what} needs a super administrator`, 'access.super-admin');
   }
 }

@@ -32,6 +32,33 @@ const appliesTo = (op: OperationDefinition, type: string): boolean =>
   op.level !== 'system' &&
   (op.types === 'any' || op.types === undefined ? (op.supports?.(type) ?? true) : op.types.includes(type));
 
+const SECURITY_SERVICE = 'http://terminology.hl7.org/CodeSystem/restful-security-service';
+
+/**
+ * SMART App Launch 2.x "Conformance": the token endpoint as the `oauth-uris` extension beside
+ * `.well-known/smart-configuration` (https://hl7.org/fhir/smart-app-launch/conformance.html). `{fhir}` is
+ * `{base}fhir/R4` (API.md), so the OAuth endpoints lie under `{base}`.
+ */
+function securityOf(fhirBase: string): Record<string, unknown> {
+  const base = fhirBase.endsWith('fhir/R4') ? fhirBase.slice(0, -'fhir/R4'.length) : `${fhirBase}/`;
+  return {
+    cors: false,
+    extension: [
+      {
+        url: 'http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris',
+        extension: [
+          { url: 'token', valueUri: `${base}oauth2/token` },
+          { url: 'revoke', valueUri: `${base}oauth2/revoke` },
+        ],
+      },
+    ],
+    service: [
+      { coding: [{ system: SECURITY_SERVICE, code: 'SMART-on-FHIR' }] },
+      { coding: [{ system: SECURITY_SERVICE, code: 'OAuth' }] },
+    ],
+  };
+}
+
 export function capabilityStatement(fhirBase: string, now: Date): Record<string, unknown> {
   return {
     resourceType: 'CapabilityStatement',
@@ -46,16 +73,7 @@ export function capabilityStatement(fhirBase: string, now: Date): Record<string,
     rest: [
       {
         mode: 'server',
-        security: {
-          cors: false,
-          service: [
-            {
-              coding: [
-                { system: 'http://terminology.hl7.org/CodeSystem/restful-security-service', code: 'OAuth' },
-              ],
-            },
-          ],
-        },
+        security: securityOf(fhirBase),
         interaction: [{ code: 'transaction' }, { code: 'batch' }],
         operation: operations(fhirBase, (op) => op.level === 'system'),
         resource: resourceTypes().map((type) => ({

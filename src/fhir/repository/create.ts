@@ -63,7 +63,7 @@ export async function matchCondition(
   resourceType: string,
   condition: string,
 ): Promise<{ resourceType: string; id: string; json: string }[]> {
-  assertWrite(ctx.actor, resourceType);
+  assertWrite(ctx.actor, resourceType, 'create');
   const scope = searchScope(ctx.actor, ctx.author, resourceType, ctx.scope);
   const query = { ...parseConditionQuery(condition), _count: '2' };
   const req = parseSearchRequest(resourceType, query);

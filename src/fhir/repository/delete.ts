@@ -13,7 +13,7 @@ export async function deleteInTx(
   resourceType: string,
   id: string,
 ): Promise<FhirResult> {
-  assertWrite(ctx.actor, resourceType);
+  assertWrite(ctx.actor, resourceType, 'delete');
   const row = await readVisibleRow(tx, ctx, resourceType, id, true);
   if (!row) throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'rest.delete.not-found');
   if (row.deleted) {

@@ -71,7 +71,8 @@ export async function history(
   params: HistoryParams,
   selfUrl: string,
 ): Promise<FhirResult> {
-  assertRead(ctx.actor, resourceType);
+  // SMART: instance history is a read (r), type history a search (s).
+  assertRead(ctx.actor, resourceType, id === undefined ? 'search' : 'read');
   const count = intParam('_count', params._count, 20, 1000);
   const offset = intParam('_offset', params._offset, 0, Number.MAX_SAFE_INTEGER);
   const since = sinceParam(params._since);

@@ -18,7 +18,7 @@ export async function patchInTx(
   ops: unknown,
   ifMatch?: string,
 ): Promise<FhirResult> {
-  assertWrite(ctx.actor, resourceType);
+  assertWrite(ctx.actor, resourceType, 'update');
   if (!Array.isArray(ops)) {
     throw new FhirError('invalid', 'A JSON Patch body must be an array of operations', 'rest.patch.shape');
   }

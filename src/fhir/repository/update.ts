@@ -60,7 +60,7 @@ export async function updateInTx(
   ifMatch?: string,
 ): Promise<FhirResult> {
   // Before any lookup, as patch and delete do: whether the id exists elsewhere must not change the answer.
-  assertWrite(ctx.actor, resourceType);
+  assertWrite(ctx.actor, resourceType, 'update');
   assertId(id);
   if (input.id !== id) {
     throw new FhirError(

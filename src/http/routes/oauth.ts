@@ -1,8 +1,11 @@
-// OAuth 2.0 / OpenID Connect endpoints (API.md §2): the token endpoint (RFC 6749 §3.2) and its grants, the password
+// OAuth 2.0 / OpenID Connect endpoints (API.md §2): the token endpoint (RFC 6749 §3.2) and its grants (client
+// credentials by secret or by SMART Backend Services assertion, RFC 7523), the password
 // login that starts the code flow, revocation (RFC 7009) and logout, userinfo, and the login's own /auth/me.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { authorizationCodeGrant } from '../../auth/authorization-code.js';
+import { assertionIssuer, clientAssertionGrant } from '../../auth/client-assertion.js';
 import { clientCredentialsGrant } from '../../auth/client-credentials.js';
+import { createClientKeySets, type ClientKeySets } from '../../auth/client-jwks.js';
 import type { AuthDeps } from '../../auth/deps.js';
 import { createIdTokenSigner, keyRingSource } from '../../auth/id-token.js';
 import type { KeyRing } from '../../auth/keys.js';
@@ -63,10 +66,16 @@ function field(body: FormBody, key: string): string | undefined {
 export function oauthRoutes(
   app: FastifyInstance,
   deps: AuthDeps,
-  opts: { keys?: KeyRing; loginGuard?: LoginGuard } = {},
+  opts: { keys?: KeyRing; loginGuard?: LoginGuard; clientKeys?: ClientKeySets } = {},
 ): void {
   const signIdToken = createIdTokenSigner(deps.tokens.issuer, keyRingSource(deps.db, opts.keys));
   const guard = opts.loginGuard;
+  const clientKeys =
+    opts.clientKeys ??
+    createClientKeySets({
+      policy: { allowedHosts: deps.allowedOutboundHosts ?? [] },
+      now: () => deps.clock().getTime(),
+    });
   const guarded = { config: { public: true }, ...(guard ? { onRequest: guard.perIp } : {}) };
 
   app.post('/oauth2/token', guarded, async (request, reply) => {
@@ -78,16 +87,33 @@ export function oauthRoutes(
       if (!grant) throw new OAuthError('invalid_request', 'grant_type is required');
       if (grant === 'client_credentials') {
         const basic = basicCredentials(request.headers.authorization);
-        const clientId = basic.id ?? one(body, 'client_id');
-        // Client secrets can be guessed; codes, refresh tokens and subject tokens are not guessable.
-        const identity = `client:${clientId ?? ''}`;
+        const assertion = field(body, 'client_assertion');
+        const assertionType = field(body, 'client_assertion_type');
+        const byAssertion = assertion !== undefined || assertionType !== undefined;
+        const secret = basic.secret ?? one(body, 'client_secret');
+        // RFC 6749 §2.3: a client uses one authentication method per request.
+        if (byAssertion && secret !== undefined)
+          throw new OAuthError('invalid_request', 'Use either a client secret or a client assertion');
+        const clientId = basic.id ?? field(body, 'client_id');
+        // Client secrets can be guessed; codes, refresh tokens and subject tokens are not guessable. Failed assertions
+        // count against the client they name too.
+        const identity = `client:${clientId ?? (byAssertion ? (assertionIssuer(assertion) ?? '') : '')}`;
         await guard?.check(request, identity);
         try {
-          const answer = await clientCredentialsGrant(
-            deps,
-            clientId,
-            basic.secret ?? one(body, 'client_secret'),
-          );
+          const scope = one(body, 'scope');
+          const answer = byAssertion
+            ? await clientAssertionGrant(
+                deps,
+                clientKeys,
+                {
+                  ...(assertionType !== undefined ? { assertionType } : {}),
+                  ...(assertion !== undefined ? { assertion } : {}),
+                  ...(clientId !== undefined ? { clientId } : {}),
+                  ...(scope !== undefined ? { scope } : {}),
+                },
+                { log: request.log },
+              )
+            : await clientCredentialsGrant(deps, clientId, secret, scope);
           await guard?.succeeded(request, identity);
           return answer;
         } catch (err) {
