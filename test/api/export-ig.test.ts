@@ -376,6 +376,50 @@ describe.each(testDatabases())('bulk export kick-off and parameters (IG) on $nam
     expect(byType.Observation).toHaveLength(5);
   });
 
+  it('reports a CSV FHIRPath that fails on some resources in errors.ndjson, and applies _typeFilter', async () => {
+    const two = await post(p.adminToken, {
+      resourceType: 'Patient',
+      gender: 'male',
+      name: [{ family: 'Twogiven', given: ['Ann', 'Bea'] }],
+    });
+    const res = await kickOff(
+      t,
+      p.adminToken,
+      `$export?_type=Patient&_outputFormat=text/csv&_fields=${encodeURIComponent('id,name.given.substring(0, 1)')}` +
+        `&_typeFilter=${encodeURIComponent('Patient?gender=male')}`,
+    );
+    const job = await waitForJob(t, jobIdOf(res), p.adminToken);
+    expect(job.status).toBe('completed');
+    const [csvFile] = files(job, 'output');
+    const csv = await t.request({
+      method: 'GET',
+      url: (csvFile as OutFile).url.replace('http://cinder.test', ''),
+      token: p.adminToken,
+    });
+    // Only the male Patient: its cell is empty, since substring() over two given names fails.
+    expect(
+      csv.body
+        .replace(/^\uFEFF/, '')
+        .trim()
+        .split('\r\n'),
+    ).toEqual(['id,"name.given.substring(0, 1)"', `${two.id as string},`]);
+    const [err] = files(job, 'error');
+    expect(texts(await download(err as OutFile))).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `^A FHIRPath failed on 1 resource\\(s\\).*First: name\\.given\\.substring\\(0, 1\\) on Patient/${two.id as string}`,
+        ),
+      ),
+    ]);
+    // The other tests count five Patients.
+    const del = await t.request({
+      method: 'DELETE',
+      url: `${t.fhir}/Patient/${two.id as string}`,
+      token: p.adminToken,
+    });
+    expect(del.statusCode).toBeLessThan(300);
+  });
+
   it('resumes with split files: a step written after the checkpoint is cut off, whichever files it began', async () => {
     const store = localFileStore(path.join(dir, 'resume'));
     const env = {

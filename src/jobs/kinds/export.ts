@@ -8,14 +8,13 @@
 // file's size; a resumed job cuts its files back to those sizes and empties any file begun after the checkpoint.
 import type { Queryable } from '../../storage/db.js';
 import { createFhirpathPool, type FhirpathPool } from '../../fhir/csv/fhirpath-pool.js';
-import { csvTable, type CellFailure } from '../../fhir/csv/table.js';
 import type { ElementsParam } from '../../fhir/operations/export-params.js';
 import { outcome, type OperationOutcome } from '../../fhir/outcome.js';
-import { applyElements } from '../../fhir/search/elements.js';
 import type { Resource } from '../../fhir/types.js';
 import type { JobEnv, JobKind, StepResult } from '../kind.js';
 import type { JobRow } from '../queue.js';
-import { elementsOf, pageQuery } from './export-query.js';
+import { fileFormat, type FileFormat, type Row } from './export-format.js';
+import { pageQuery } from './export-query.js';
 
 export interface ExportParams {
   level: 'system' | 'patient' | 'group';
@@ -67,59 +66,6 @@ export const exportFileKey = (jobId: string, file: string): string => `${exportD
 /** The n-th (1-based) file of a type: `Patient.ndjson`, `Patient.2.ndjson`, ... */
 const fileName = (type: string, n: number, ext: string): string =>
   n === 1 ? `${type}.${ext}` : `${type}.${n}.${ext}`;
-
-type Row = { rid: number; json: string };
-
-/** How rows become file text. */
-interface FileFormat {
-  ext: 'ndjson' | 'csv';
-  /** Written when a file begins (CSV: BOM and header row), so that a type without rows has a file too. */
-  head?: string;
-  /** CSV: top-level properties left in storage (see SearchRequest.omit). */
-  omit?: readonly string[];
-  /** The text of `rows` of `type`; a resource that cannot be written is left out and reported to `fail`. */
-  text(type: string, rows: readonly Row[], fail: (o: OperationOutcome) => void): Promise<string>;
-  failures(): { count: number; first: CellFailure } | undefined;
-}
-
-function ndjson(p: ExportParams): FileFormat {
-  return {
-    ext: 'ndjson',
-    text: async (type, rows, fail) => {
-      const elements = elementsOf(p, type);
-      if (!elements) return rows.map((r) => r.json).join('\n') + '\n';
-      const lines: string[] = [];
-      for (const r of rows) {
-        try {
-          lines.push(applyElements(r.json, elements));
-        } catch (err) {
-          fail(
-            outcome(
-              'error',
-              'exception',
-              `${type} (rid ${r.rid}) was not exported: ${(err as Error).message}`,
-            ),
-          );
-        }
-      }
-      return lines.length > 0 ? lines.join('\n') + '\n' : '';
-    },
-    failures: () => undefined,
-  };
-}
-
-/** CSV: FHIRPath beyond the fast path runs in the worker pool; a page beyond its time limit fails the job. */
-async function fileFormat(p: ExportParams, fhirpath: () => FhirpathPool): Promise<FileFormat> {
-  if (p.format !== 'csv') return ndjson(p);
-  const table = await csvTable(p.types[0] as string, p.fields ?? '', fhirpath());
-  return {
-    ext: 'csv',
-    head: table.head,
-    ...(table.omit ? { omit: table.omit } : {}),
-    text: (_type, rows) => table.rows(rows.map((r) => r.json)),
-    failures: table.failures,
-  };
-}
 
 const extOf = (p: ExportParams): string => (p.format === 'csv' ? 'csv' : 'ndjson');
 const paramsOf = (job: JobRow): ExportParams => job.params as unknown as ExportParams;
