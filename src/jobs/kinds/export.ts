@@ -159,21 +159,21 @@ export function exportKind(opts: ExportKindOptions = {}): JobKind<ExportState> {
     let done = 0;
     do {
       const mine = s.files.filter((f) => f.type === type);
-      let f = mine[mine.length - 1];
-      let text = '';
-      if (!f || f.count >= fileResources) {
-        f = { type, name: fileName(type, mine.length + 1, format.ext), size: 0, count: 0 };
-        s.files.push(f);
-        text = format.head ?? '';
-      }
-      const chunk = rows.slice(done, done + fileResources - f.count);
+      const last = mine[mine.length - 1];
+      const fresh = !last || last.count >= fileResources;
+      const chunk = rows.slice(done, done + fileResources - (fresh ? 0 : last.count));
       const before = errors.length;
+      let text = fresh ? (format.head ?? '') : '';
       if (chunk.length > 0) text += await format.text(type, chunk, (o) => errors.push(o));
-      if (text !== '') f.size = await env.files.append(exportFileKey(job.id, f.name), text);
+      done += chunk.length;
+      // A file is begun (and listed) only with something in it.
+      if (text === '') continue;
+      const f = fresh ? { type, name: fileName(type, mine.length + 1, format.ext), size: 0, count: 0 } : last;
+      if (fresh) s.files.push(f);
+      f.size = await env.files.append(exportFileKey(job.id, f.name), text);
       const written = chunk.length - (errors.length - before);
       f.count += written;
       s.total += written;
-      done += chunk.length;
     } while (done < rows.length);
     await addErrors(env, job, s, errors);
   }
