@@ -131,7 +131,14 @@ async function main(): Promise<void> {
   const runner = createJobRunner({
     env: { db, files, fhirBase, clock: () => new Date(), newId: randomUUID },
     signals,
-    kinds: defaultKinds({ export: { pageSize: config.exportPageSize, log, fhirpath: csv.fhirpath } }),
+    kinds: defaultKinds({
+      export: {
+        pageSize: config.exportPageSize,
+        fileResources: config.exportFileResources,
+        log,
+        fhirpath: csv.fhirpath,
+      },
+    }),
     concurrency: config.jobConcurrency,
     leaseMs: config.jobLeaseSeconds * 1000,
     pauseMs: config.jobPauseMs,

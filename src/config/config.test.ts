@@ -43,6 +43,14 @@ describe('configuration', () => {
     expect(() => parseConfig({ rateLimit: { perMinute: 5 } })).toThrow(/^Invalid configuration: rateLimit: /);
   });
 
+  it('splits export files at exportFileResources (EXPORT_FILE_RESOURCES), at least 1', () => {
+    expect(parseConfig({}).exportFileResources).toBe(100_000);
+    expect(loadConfig([], { EXPORT_FILE_RESOURCES: '250' }).exportFileResources).toBe(250);
+    expect(() => parseConfig({ exportFileResources: 0 })).toThrow(
+      /^Invalid configuration: exportFileResources: /,
+    );
+  });
+
   it('adds the trailing slash to baseUrl and derives it from the port', () => {
     expect(parseConfig({ port: 9000 }).baseUrl).toBe('http://localhost:9000/');
     expect(parseConfig({ baseUrl: 'https://fhir.example.org/base' }).baseUrl).toBe(

@@ -95,6 +95,8 @@ export const configSchema = z
     jobPauseMs: z.coerce.number().int().min(0).max(60_000).default(0),
     /** Rows an export reads per query (and at most per chunk). */
     exportPageSize: z.coerce.number().int().min(1).max(100_000).default(2000),
+    /** Resources per export file: a type's file is split (`Patient.ndjson`, `Patient.2.ndjson`, ...) at this many. */
+    exportFileResources: z.coerce.number().int().min(1).default(100_000),
     /**
      * Hosts (`host` or `host:port`) that URLs set by a project admin (ClientApplication.identityProvider,
      * ClientApplication.jwksUri) may name even when they resolve to loopback, private or link-local addresses.
@@ -142,6 +144,7 @@ const ENV_KEYS: Record<string, string> = {
   JOB_LEASE_SECONDS: 'jobLeaseSeconds',
   JOB_PAUSE_MS: 'jobPauseMs',
   EXPORT_PAGE_SIZE: 'exportPageSize',
+  EXPORT_FILE_RESOURCES: 'exportFileResources',
 };
 
 /** Validates raw input; a bad value throws one ConfigError line naming the key. */

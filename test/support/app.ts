@@ -103,7 +103,12 @@ export async function startTestApp(
       env: { db, files, fhirBase: `${config.baseUrl}fhir/R4`, clock, newId: randomUUID },
       signals,
       // Small pages, one per step: jobs stay running long enough for tests to act on them.
-      kinds: defaultKinds(exportPageSize ? { export: { pageSize: exportPageSize, pagesPerStep: 1 } } : {}),
+      kinds: defaultKinds({
+        export: {
+          ...(exportPageSize ? { pageSize: exportPageSize, pagesPerStep: 1 } : {}),
+          fileResources: config.exportFileResources,
+        },
+      }),
       concurrency: config.jobConcurrency,
       pollMs: 200,
       ...(extras.logger ? { log: extras.logger } : {}),

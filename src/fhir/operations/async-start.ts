@@ -12,6 +12,8 @@ import type { FhirResult } from '../result.js';
 export interface AsyncRequest {
   /** The `Prefer` header. */
   prefer: string | undefined;
+  /** The `Accept` header (the bulk export kick-off checks it). */
+  accept?: string | undefined;
   query: Record<string, string | string[]>;
   body: unknown;
   /** The absolute request URL (AsyncJob.request). */

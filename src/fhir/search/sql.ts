@@ -23,10 +23,13 @@ class Builder {
   readonly values: unknown[] = [];
   private aliases = 0;
 
+  /** `bind`: values go to a query built elsewhere (matchCondition), which returns their placeholders. */
+  constructor(private readonly bind?: (v: unknown) => string) {}
+
   /** Binds a value; returns its placeholder (with a cast when given). */
   p(v: unknown, cast?: string): string {
-    this.values.push(v);
-    return cast ? `$${this.values.length}::${cast}` : `$${this.values.length}`;
+    const placeholder = this.bind ? this.bind(v) : `$${this.values.push(v)}`;
+    return cast ? `${placeholder}::${cast}` : placeholder;
   }
 
   alias(prefix: string): string {
@@ -251,6 +254,14 @@ function whereClause(req: SearchRequest, scope: AccessScope, b: Builder): string
   }
   for (const f of req.filters) conds.push(filterCondition(req.resourceType, f, 'r', b, scope));
   return conds.join(' AND ');
+}
+
+/**
+ * The condition a row `r` of `resources` meets when it matches `req` in `scope`, with values bound by `bind`: for
+ * queries composed elsewhere (the bulk export's `_typeFilter`, src/jobs/kinds/export-query.ts).
+ */
+export function matchCondition(req: SearchRequest, scope: AccessScope, bind: (v: unknown) => string): string {
+  return whereClause(req, scope, new Builder(bind));
 }
 
 interface KeyExpr {

@@ -40,6 +40,7 @@ export function operationRoutes(app: FastifyInstance, deps: OperationRouteDeps):
       id: params.id ?? '',
       request: {
         prefer: Array.isArray(prefer) ? prefer.join(',') : prefer,
+        accept: req.headers.accept,
         query: req.query as Query,
         body: req.method === 'POST' ? req.body : undefined,
         url: `${deps.fhirBase}${req.url.replace(/^\/fhir\/R4/, '')}`,
