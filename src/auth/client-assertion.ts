@@ -23,6 +23,11 @@ export const JWT_BEARER_ASSERTION = 'urn:ietf:params:oauth:client-assertion-type
 export const ASSERTION_ALGORITHMS = ['RS384', 'ES384', 'RS256', 'ES256'];
 /** SMART: exp "no more than five minutes in the future". */
 const MAX_LIFETIME_SECONDS = 300;
+/**
+ * Clocks differ, and clients round: the bulk-data-client sends exp = round(now) + 300. Both limits (five minutes
+ * ahead, not yet expired) allow this much difference between the client's clock and ours.
+ */
+const CLOCK_SKEW_SECONDS = 30;
 const MAX_ASSERTION_LENGTH = 16 * 1024;
 
 export interface ClientAssertionParams {
@@ -112,8 +117,9 @@ async function verifiedClaims(
       audience: `${deps.tokens.issuer}oauth2/token`,
       requiredClaims: ['exp', 'jti'],
       currentDate: new Date(now * 1000),
+      clockTolerance: CLOCK_SKEW_SECONDS,
     });
-    if (typeof payload.exp !== 'number' || payload.exp - now > MAX_LIFETIME_SECONDS)
+    if (typeof payload.exp !== 'number' || payload.exp - now > MAX_LIFETIME_SECONDS + CLOCK_SKEW_SECONDS)
       throw refused('exp more than 5 minutes ahead');
     if (typeof payload.jti !== 'string' || payload.jti === '' || payload.jti.length > 256)
       throw refused('bad jti');
