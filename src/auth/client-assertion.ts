@@ -152,10 +152,15 @@ export async function clientAssertionGrant(
     const jwksUri = (JSON.parse(client.json) as { jwksUri?: unknown }).jwksUri;
     if (typeof jwksUri !== 'string' || jwksUri === '') throw refused('the client has no jwksUri');
     const claims = await verifiedClaims(deps, keySets, params.assertion, clientId, jwksUri);
-    // Recorded only once the signature holds: nobody else can use up a client's jti values.
-    if (!(await firstUse(deps.db, clientId, claims.jti as string, claims.exp as number, nowSeconds(deps))))
-      throw refused('jti already used');
-    return await loginAsClient(deps, clientId, client, params.scope);
+    // Recorded only once the signature holds (nobody else can use up a client's jti values) and the login would
+    // succeed: an assertion refused for its scope may be sent again with another scope.
+    return await loginAsClient(deps, clientId, client, params.scope, {
+      backendServices: true,
+      beforeIssue: async () => {
+        if (!(await firstUse(deps.db, clientId, claims.jti as string, claims.exp as number, nowSeconds(deps))))
+          throw refused('jti already used');
+      },
+    });
   } catch (err) {
     if (!(err instanceof Refusal)) throw err;
     opts.log?.info?.({ clientId: clientId?.slice(0, 64), reason: err.reason }, 'client assertion refused');

@@ -9,7 +9,7 @@ import type { AuthDeps } from './deps.js';
 import { issueLogin, type TokenResponse } from './issue-login.js';
 import { OAuthError } from './oauth-error.js';
 import { activeMembershipsOfUser } from './principal.js';
-import { grantClientScope } from './smart-scopes.js';
+import { grantClientScope, type GrantRules } from './smart-scopes.js';
 
 function sameHash(a: string, b: string): boolean {
   const x = Buffer.from(a, 'hex');
@@ -45,6 +45,10 @@ export async function loginAsClient(
   clientId: string,
   client: { json: string; project_id: string },
   scope: string | undefined,
+  opts: GrantRules & {
+    /** Runs once the login would succeed, before the token is issued (a client assertion's jti is used up here). */
+    beforeIssue?: () => Promise<void>;
+  } = {},
 ): Promise<TokenResponse> {
   // After the proof, so that only the client's holder learns why it cannot log in.
   // ClientApplication.status is `active | error | off`: only an active client (or one without status) logs in.
@@ -63,7 +67,9 @@ export async function loginAsClient(
   const granted = grantClientScope(
     { projectId: membership.project_id, projectAdmin: membership.admin, superAdmin: membership.super_admin },
     scope,
+    opts,
   );
+  await opts.beforeIssue?.();
   return issueLogin(
     deps,
     {

@@ -63,14 +63,26 @@ function withinRole(actor: Actor, s: ParsedScope): ParsedScope {
   return { type: s.type, permissions, v1: s.v1 && permissions in V1_BACK };
 }
 
+/** How a client proved who it is shapes what it may ask for (see grantClientScope). */
+export interface GrantRules {
+  /**
+   * SMART Backend Services (a signed client assertion): `scope` is required and must name system scopes, and only
+   * read access (`r`, `s`; v1 `read`) is granted, as a Bulk Data server grants (BDT "Rejects explicit mutation
+   * scopes"): write letters are dropped, and a request for writes only is `invalid_scope`.
+   */
+  backendServices?: boolean;
+}
+
 /**
  * The `scope` granted to a client_credentials login (RFC 6749 §3.3): the requested system scopes within the client's
  * role, plus `openid` when asked; other scopes are ignored. A request without system scopes gets `openid` (no
  * resource limit), as every client login did before SMART scopes. System scopes asked, none grantable: `invalid_scope`
  * — a client asking to be limited must never leave with an unlimited token.
  */
-export function grantClientScope(actor: Actor, requested: string | undefined): string {
+export function grantClientScope(actor: Actor, requested: string | undefined, rules: GrantRules = {}): string {
   const asked = split(requested ?? '');
+  if (rules.backendServices && !asked.some((s) => s.startsWith('system/')))
+    throw new OAuthError('invalid_scope', 'scope must name system scopes such as system/*.rs');
   if (!asked.some((s) => RESOURCE_LIKE.test(s))) return 'openid';
   const granted: string[] = [];
   for (const text of asked) {
@@ -80,7 +92,7 @@ export function grantClientScope(actor: Actor, requested: string | undefined): s
     }
     const parsed = parseSystemScope(text);
     if (!parsed) continue;
-    const held = withinRole(actor, parsed);
+    const held = withinRole(actor, rules.backendServices ? readOnly(parsed) : parsed);
     if (held.permissions !== '') granted.push(formatScope(held));
   }
   const unique = [...new Set(granted)];
@@ -88,6 +100,12 @@ export function grantClientScope(actor: Actor, requested: string | undefined): s
     throw new OAuthError('invalid_scope', 'None of the requested scopes can be granted to this client');
   }
   return unique.join(' ');
+}
+
+/** The read letters of a scope (`system/*.*` → `system/*.read`, `system/Patient.cruds` → `system/Patient.rs`). */
+function readOnly(s: ParsedScope): ParsedScope {
+  const permissions = [...s.permissions].filter((l) => l === 'r' || l === 's').join('');
+  return { type: s.type, permissions, v1: s.v1 && permissions in V1_BACK };
 }
 
 // Parsing a claim costs a few regex matches; tokens repeat, so each distinct claim is parsed once per process.

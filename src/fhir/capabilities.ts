@@ -23,7 +23,7 @@ function operations(
   applies: (op: OperationDefinition) => boolean,
 ): Record<string, string>[] {
   return OPERATIONS.filter(applies).map((op) => ({
-    name: op.code,
+    name: op.capabilityName ?? op.code,
     definition: op.definition ?? `${fhirBase}/OperationDefinition/${op.code}`,
   }));
 }

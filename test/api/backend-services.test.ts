@@ -132,13 +132,31 @@ describe.each(testDatabases())('SMART Backend Services on $name', (database) => 
       .sign(key.privateKey);
   };
 
-  const exchange = (jwt: string, fields: Record<string, string> = {}, app: TestApp = t) =>
-    tokenRequest(app.app, {
+  /** A token request with an assertion; `scope` is `system/*.rs` unless given (undefined: none sent). */
+  const exchange = (jwt: string, fields: Record<string, string | undefined> = {}, app: TestApp = t) => {
+    const form: Record<string, string | undefined> = {
       grant_type: 'client_credentials',
       client_assertion_type: ASSERTION_TYPE,
       client_assertion: jwt,
+      scope: 'system/*.rs',
       ...fields,
+    };
+    for (const k of Object.keys(form)) if (form[k] === undefined) delete form[k];
+    return tokenRequest(app.app, form as Record<string, string>);
+  };
+
+  /** A token of a member client that proves itself with a secret (write scopes are granted to such clients). */
+  const secretToken = async (scope?: string): Promise<string> => {
+    const res = await tokenRequest(t.app, {
+      grant_type: 'client_credentials',
+      client_id: secretClient.id,
+      client_secret: secretClient.secret,
+      ...(scope ? { scope } : {}),
     });
+    expect(res.statusCode, res.body).toBe(200);
+    return res.json().access_token as string;
+  };
+  const secretClient = { id: '', secret: `s-${randomUUID()}` };
 
   /** A token for `clientId` signed with `key`, asking for `scope`. */
   const tokenFor = async (clientId: string, key: Key, scope?: string): Promise<string> => {
@@ -163,6 +181,18 @@ describe.each(testDatabases())('SMART Backend Services on $name', (database) => 
     rs = await newKey('RS384');
     es = await newKey('ES384');
     client = await backendClient('/jwks/main', [rs, es]);
+    const c = await postResource(t, project.adminToken, {
+      resourceType: 'ClientApplication',
+      name: 'writer',
+      secret: secretClient.secret,
+    });
+    secretClient.id = c.json().id as string;
+    await postResource(t, project.adminToken, {
+      resourceType: 'ProjectMembership',
+      project: { reference: `Project/${project.projectId}` },
+      user: { reference: `ClientApplication/${secretClient.id}` },
+      profile: { reference: `ClientApplication/${secretClient.id}` },
+    });
     const p = await postResource(t, project.adminToken, {
       resourceType: 'Patient',
       name: [{ family: 'Scoped' }],
@@ -359,18 +389,18 @@ describe.each(testDatabases())('SMART Backend Services on $name', (database) => 
       expectForbidden(await t.request({ method: 'DELETE', url: `${t.fhir}/Patient/${patientId}`, token }));
     });
 
-    it('v1 system/*.read reads every type but cannot write; system/*.write writes', async () => {
+    it('v1 system/*.read reads every type but cannot write; system/*.write (with a secret) writes', async () => {
       const read = await tokenFor(client, es, 'system/*.read');
       expect((await get(read, `Observation/${observationId}`)).statusCode).toBe(200);
       expectForbidden(
         await postResource(t, read, { resourceType: 'Observation', status: 'final', code: { text: 'x' } }),
       );
-      const write = await tokenFor(client, es, 'system/*.write');
+      const write = await secretToken('system/*.write');
       expect((await postResource(t, write, { resourceType: 'Basic', code: { text: 'w' } })).statusCode).toBe(
         201,
       );
       expectForbidden(await get(write, `Patient/${patientId}`));
-      const all = await tokenFor(client, es, 'system/*.*');
+      const all = await secretToken('system/*.*');
       expect((await postResource(t, all, { resourceType: 'Basic', code: { text: 'a' } })).statusCode).toBe(
         201,
       );
@@ -378,7 +408,7 @@ describe.each(testDatabases())('SMART Backend Services on $name', (database) => 
     });
 
     it('v2 letters: r without s reads but does not search; c creates but does not update', async () => {
-      const token = await tokenFor(client, rs, 'system/Patient.r system/Basic.c');
+      const token = await secretToken('system/Patient.r system/Basic.c');
       expect((await get(token, `Patient/${patientId}`)).statusCode).toBe(200);
       expectForbidden(await get(token, `Patient?_id=${patientId}`));
       const created = await postResource(t, token, { resourceType: 'Basic', code: { text: 'c' } });
@@ -392,7 +422,7 @@ describe.each(testDatabases())('SMART Backend Services on $name', (database) => 
           payload: { resourceType: 'Basic', id, code: { text: 'u' } },
         }),
       );
-      const cruds = await tokenFor(client, rs, 'system/Basic.cruds');
+      const cruds = await secretToken('system/Basic.cruds');
       expect(
         (
           await t.request({
@@ -449,22 +479,46 @@ describe.each(testDatabases())('SMART Backend Services on $name', (database) => 
       // Project admins may use ClientApplications but not change Projects: `.*` on Project is trimmed to `.read`.
       const admin = await backendClient('/jwks/admin', [es], { admin: true });
       const clients = await exchange(await assertion(admin, es), { scope: 'system/ClientApplication.*' });
-      expect(clients.json().scope).toBe('system/ClientApplication.*');
+      expect(clients.json().scope).toBe('system/ClientApplication.read');
       const projects = await exchange(await assertion(admin, es), {
         scope: 'system/Project.* system/Project.cud',
       });
       expect(projects.json().scope).toBe('system/Project.read');
     });
 
-    it('tokens without resource scopes keep working as before', async () => {
-      const plain = await exchange(await assertion(client, rs));
-      expect(plain.json().scope).toBe('openid');
-      const token = plain.json().access_token as string;
+    it('tokens without resource scopes keep working as before (client secrets)', async () => {
+      const token = await secretToken();
       expect((await postResource(t, token, { resourceType: 'Basic', code: { text: 'p' } })).statusCode).toBe(
         201,
       );
-      const openid = await tokenFor(client, rs, 'openid offline_access');
+      const openid = await secretToken('openid offline_access');
       expect((await get(openid, `Observation/${observationId}`)).statusCode).toBe(200);
+    });
+
+    it('an assertion must ask for system scopes and is granted read access only (Bulk Data)', async () => {
+      const jwt = await assertion(client, rs);
+      // Refusals for the scope do not use the assertion up: BDT sends one assertion with several scopes.
+      for (const scope of [undefined, '', 'launch fhirUser', 'invalid test value', 'system/Patient.write']) {
+        const res = await exchange(jwt, { scope });
+        expect(res.statusCode, String(scope)).toBe(400);
+        expect(res.json().error).toBe('invalid_scope');
+      }
+      for (const scope of [
+        'system/Patient.c',
+        'system/Patient.u',
+        'system/Patient.d',
+        'system/Patient.cud',
+      ]) {
+        expect((await exchange(jwt, { scope })).json().error, scope).toBe('invalid_scope');
+      }
+      const granted = await exchange(jwt, {
+        scope: 'system/*.* system/Patient.cruds system/Observation.write',
+      });
+      expect(granted.statusCode, granted.body).toBe(200);
+      expect(granted.json().scope).toBe('system/*.read system/Patient.rs');
+      expectRefused(await exchange(jwt));
+      const read = await tokenFor(client, es, 'system/*.read');
+      expectForbidden(await postResource(t, read, { resourceType: 'Basic', code: { text: 'x' } }));
     });
 
     it('client secrets get scopes too', async () => {
@@ -528,6 +582,10 @@ describe.each(testDatabases())('SMART Backend Services on $name', (database) => 
       expect(job.status).toBe('completed');
       const out = await downloadOutput(t, job, token);
       expect(Object.keys(out)).toEqual(['Patient']);
+      // A token of the same client whose scopes do not cover Patient cannot download the Patient file (BDT).
+      const url = job.output?.parameter[0]?.part.find((x) => x.name === 'url')?.valueUri as string;
+      const observations = await tokenFor(client, rs, 'system/Observation.rs');
+      expectForbidden(await get(observations, url.replace(`http://cinder.test${t.fhir}/`, '')));
       // The same export with an unlimited token holds Observations too.
       const all = await tokenFor(client, rs);
       const allJob = await waitForJob(t, jobIdOf(await kickOff(t, all, '$export')), all);
@@ -590,8 +648,8 @@ describe.each(testDatabases())('SMART Backend Services on $name', (database) => 
       const BULK = 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition';
       expect(rest.operation).toContainEqual({ name: 'export', definition: `${BULK}/export` });
       const ops = (type: string) => rest.resource.find((r: { type: string }) => r.type === type).operation;
-      expect(ops('Patient')).toContainEqual({ name: 'export', definition: `${BULK}/patient-export` });
-      expect(ops('Group')).toContainEqual({ name: 'export', definition: `${BULK}/group-export` });
+      expect(ops('Patient')).toContainEqual({ name: 'patient-export', definition: `${BULK}/patient-export` });
+      expect(ops('Group')).toContainEqual({ name: 'group-export', definition: `${BULK}/group-export` });
     });
   });
 });

@@ -126,6 +126,14 @@ describe.each(testDatabases())('Bulk Data status requests on $name', (database) 
     expect((await status(id, {}, other.adminToken)).statusCode).toBe(404);
   });
 
+  it('completes an export that found nothing with an empty manifest', async () => {
+    const id = await kickOff('_type=DocumentReference');
+    const done = await pollIg(t, id, p.memberToken);
+    expect(done.statusCode, done.body).toBe(200);
+    expect(done.json()).toMatchObject({ output: [], error: [], requiresAccessToken: true });
+    expect((await status(id, {})).json()).toMatchObject({ status: 'completed' });
+  });
+
   it('compresses a download with gzip when the client accepts it', async () => {
     const id = await kickOff();
     const m = (await pollIg(t, id, p.memberToken)).json() as Manifest;
@@ -170,7 +178,7 @@ describe.each(testDatabases())('Bulk Data status requests on $name', (database) 
     expect(again.statusCode).toBe(404);
   });
 
-  it('DELETE on a running job cancels it: IG status 404, the AsyncJob says cancelled', async () => {
+  it('DELETE on a running job cancels and deletes it: status, $cancel and a second DELETE answer 404', async () => {
     slow = true;
     try {
       const id = await kickOff();
@@ -185,10 +193,27 @@ describe.each(testDatabases())('Bulk Data status requests on $name', (database) 
       const ok = await t.request({ method: 'DELETE', url: `${t.fhir}/AsyncJob/${id}`, token: p.memberToken });
       expect(ok.statusCode, ok.body).toBe(202);
       expect((await status(id, IG)).statusCode).toBe(404);
-      const job = await status(id, {});
-      expect(job.statusCode).toBe(200);
-      expect(job.json()).toMatchObject({ status: 'cancelled' });
-      expect(job.json().output).toBeUndefined();
+      expect((await status(id, {})).statusCode).toBe(404);
+      const cancel = await t.request({
+        method: 'POST',
+        url: `${t.fhir}/AsyncJob/${id}/$cancel`,
+        token: p.memberToken,
+      });
+      expect(cancel.statusCode).toBe(404);
+      const again = await t.request({
+        method: 'DELETE',
+        url: `${t.fhir}/AsyncJob/${id}`,
+        token: p.memberToken,
+        headers: IG,
+      });
+      expect(again.statusCode).toBe(404);
+      expect(again.json()).toMatchObject({ resourceType: 'OperationOutcome' });
+      // The worker stopped and left nothing behind.
+      const until = Date.now() + 5000;
+      while (fs.existsSync(path.join(dir, 'files', 'exports', id))) {
+        expect(Date.now()).toBeLessThan(until);
+        await sleep(50);
+      }
     } finally {
       slow = false;
     }

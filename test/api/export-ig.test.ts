@@ -109,7 +109,7 @@ describe.each(testDatabases())('bulk export kick-off and parameters (IG) on $nam
       method: parameter ? 'POST' : 'GET',
       url: `${t.fhir}/${url}`,
       token: p.adminToken,
-      headers,
+      headers: { accept: 'application/fhir+json', ...headers },
       ...(parameter ? { payload: { resourceType: 'Parameters', parameter } } : {}),
     });
 
@@ -177,14 +177,20 @@ describe.each(testDatabases())('bulk export kick-off and parameters (IG) on $nam
     expect(oo.issue[0]?.details.text).toMatch(text);
   };
 
-  const ASYNC = { prefer: 'respond-async' };
+  const ASYNC = { prefer: 'respond-async' }; // `start` adds the FHIR Accept unless a test names another
 
-  it('needs an Accept the kick-off can answer; a missing one is application/fhir+json', async () => {
+  it('needs an Accept the kick-off can answer (FHIR JSON); a missing one is 400', async () => {
     for (const accept of ['application/fhir+xml', 'text/html', 'application/fhir+json;q=0']) {
       expect400(await start('$export?_type=Patient', { ...ASYNC, accept }), /Unsupported Accept/);
     }
+    const none = await t.request({
+      method: 'GET',
+      url: `${t.fhir}/$export?_type=Patient`,
+      token: p.adminToken,
+      headers: ASYNC,
+    });
+    expect400(none, /needs the header Accept: application\/fhir\+json/);
     for (const headers of [
-      ASYNC,
       { ...ASYNC, accept: 'application/fhir+json' },
       { ...ASYNC, accept: '*/*' },
       { ...ASYNC, accept: 'application/json' },
@@ -231,7 +237,7 @@ describe.each(testDatabases())('bulk export kick-off and parameters (IG) on $nam
     expect(files(clean, 'error')).toEqual([]);
   });
 
-  it('exports only the compartments of the patient parameters; an unknown or invisible patient is 400', async () => {
+  it('exports only the compartments of the patient parameters; others are left out with a warning', async () => {
     const patient = (r: string): Json => ({ name: 'patient', valueReference: { reference: r } });
     const { byType } = await run(
       await kickOff(t, p.adminToken, 'Patient/$export', {
@@ -244,20 +250,34 @@ describe.each(testDatabases())('bulk export kick-off and parameters (IG) on $nam
     );
     expect(ids(byType.Patient)).toEqual(idsOf(pt[0] as Json, pt[3] as Json));
     expect(ids(byType.Observation)).toEqual(idsOf(obs.a0 as Json, obs.performer3 as Json));
-    const missing = await kickOff(t, p.adminToken, 'Patient/$export', {
-      parameter: [patient('Patient/nope')],
-    });
-    expect400(missing, /Not found: Patient\/nope/);
-    const invisible = await kickOff(t, p.adminToken, 'Patient/$export', {
-      parameter: [patient(ref(otherPatient))],
-    });
-    expect400(invisible, new RegExp(`Not found: Patient/${otherPatient.id as string}$`));
-    // At Group level a patient must be a current member.
-    const gurl = `Group/${group.id as string}/$export`;
-    expect400(
-      await kickOff(t, p.adminToken, gurl, { parameter: [patient(ref(pt[1] as Json))] }),
-      /not a current member/,
+    // An unknown or invisible patient (the same words for both) and, at Group level, a patient who is not a current
+    // member are left out with a warning; under handling=strict they are refused.
+    const left = await run(
+      await kickOff(t, p.adminToken, 'Patient/$export', {
+        parameter: [patient('Patient/nope'), patient(ref(otherPatient)), patient(ref(pt[0] as Json))],
+      }),
     );
+    expect(ids(left.byType.Patient)).toEqual(idsOf(pt[0] as Json));
+    expect(texts(left.errors)).toEqual([
+      'Patient/nope was not found and was left out',
+      `Patient/${otherPatient.id as string} was not found and was left out`,
+    ]);
+    const nobody = await run(
+      await kickOff(t, p.adminToken, 'Patient/$export', { parameter: [patient('Patient/nope')] }),
+    );
+    expect(nobody.byType).toEqual({});
+    expect400(
+      await start('Patient/$export', { prefer: 'respond-async, handling=strict' }, [patient('Patient/nope')]),
+      /Patient\/nope was not found/,
+    );
+    const gurl = `Group/${group.id as string}/$export`;
+    const outside = await run(
+      await kickOff(t, p.adminToken, gurl, { parameter: [patient(ref(pt[1] as Json))] }),
+    );
+    expect(outside.byType).toEqual({});
+    expect(texts(outside.errors)).toEqual([
+      `Patient/${(pt[1] as Json).id as string} is not a current member of the Group and was left out`,
+    ]);
     const g = await run(await kickOff(t, p.adminToken, gurl, { parameter: [patient(ref(pt[4] as Json))] }));
     expect(ids(g.byType.Patient)).toEqual(idsOf(pt[4] as Json));
     expect(g.byType.Observation).toBeUndefined();
@@ -297,6 +317,19 @@ describe.each(testDatabases())('bulk export kick-off and parameters (IG) on $nam
     ] as const) {
       expect400(await kickOff(t, p.adminToken, `$export?_type=Observation&_typeFilter=${q(bad)}`), text);
     }
+    // Under handling=lenient a filter that cannot be applied is left out with a warning (BDT).
+    const lenient = await run(
+      await start(
+        `$export?_type=Observation&_typeFilter=${q('Observation?nope=1')},${q('Observation?code=b')}`,
+        {
+          prefer: 'respond-async, handling=lenient',
+        },
+      ),
+    );
+    expect(ids(lenient.byType.Observation)).toEqual(idsOf(obs.b1 as Json));
+    expect(texts(lenient.errors)[0]).toMatch(
+      /Invalid _typeFilter Observation\?nope=1.*; the filter was ignored/,
+    );
   });
 
   it('keeps the _elements listed plus the mandatory ones, tagged SUBSETTED', async () => {
@@ -318,17 +351,24 @@ describe.each(testDatabases())('bulk export kick-off and parameters (IG) on $nam
     expect400(await kickOff(t, p.adminToken, '$export?_elements=name.given'), /Invalid _elements entry/);
   });
 
-  it('refuses includeAssociatedData by name, unless handling=lenient', async () => {
+  it('ignores includeAssociatedData with a warning, and refuses it under handling=strict', async () => {
     expect400(
-      await kickOff(t, p.adminToken, 'Patient/$export?includeAssociatedData=LatestProvenanceResources'),
+      await start('Patient/$export?includeAssociatedData=LatestProvenanceResources', {
+        prefer: 'respond-async, handling=strict',
+      }),
       /includeAssociatedData=LatestProvenanceResources is not supported/,
     );
-    const { errors } = await run(
-      await start('Patient/$export?_type=Patient&includeAssociatedData=_custom', {
-        prefer: 'respond-async, handling=lenient',
-      }),
-    );
-    expect(texts(errors)).toEqual(['includeAssociatedData=_custom is not supported and was ignored']);
+    for (const prefer of ['respond-async', 'respond-async, handling=lenient']) {
+      const { errors } = await run(
+        await start('Patient/$export?_type=Patient&includeAssociatedData=_custom,LatestProvenanceResources', {
+          prefer,
+        }),
+      );
+      expect(texts(errors)).toEqual([
+        'includeAssociatedData=_custom is not supported and was ignored',
+        'includeAssociatedData=LatestProvenanceResources is not supported and was ignored',
+      ]);
+    }
   });
 
   it('exports the Group members that are active now', async () => {

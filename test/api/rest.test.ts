@@ -315,8 +315,8 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
       { name: 'export', definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export' },
       { name: 'reindex', definition: 'http://cinder.test/fhir/R4/OperationDefinition/reindex' },
     ]);
-    expect(names('Patient')).toEqual(['csv', 'export']);
-    expect(names('Group')).toEqual(['csv', 'export']);
+    expect(names('Patient')).toEqual(['csv', 'patient-export']);
+    expect(names('Group')).toEqual(['csv', 'group-export']);
     expect(names('AsyncJob')).toEqual(['cancel', 'csv']);
     expect(names('Project')).toEqual(['csv', 'expunge']);
     expect(names('User')).toEqual([]);

@@ -201,7 +201,7 @@ for (const database of testDatabases()) {
           method: 'GET',
           url: `${t.fhir}/$export?${new URLSearchParams({ _type: 'Patient', _outputFormat: 'text/csv', _fields: HOSTILE_FHIRPATH }).toString()}`,
           token: a.adminToken,
-          headers: { prefer: 'respond-async' },
+          headers: { prefer: 'respond-async', accept: 'application/fhir+json' },
         });
         expect(res.statusCode, res.body).toBe(422);
         expect(issue(res).code).toBe('too-costly');

@@ -3,7 +3,7 @@ import { expect } from 'vitest';
 import type { LightMyRequestResponse } from 'fastify';
 import type { TestApp } from './app.js';
 
-export const ASYNC = { prefer: 'respond-async' };
+export const ASYNC = { prefer: 'respond-async', accept: 'application/fhir+json' };
 
 /** The job id of a 202 kick-off answer (asserting its Content-Location and OperationOutcome). */
 export function jobIdOf(res: { statusCode: number; headers: Record<string, unknown>; body: string }): string {

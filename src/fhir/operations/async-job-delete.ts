@@ -1,7 +1,8 @@
 // The Bulk Data IG's delete request, DELETE {fhir}/AsyncJob/<id>
 // (https://hl7.org/fhir/uv/bulkdata/export.html#bulk-data-delete-request, API.md §5): a running job is cancelled as
-// $cancel does (its worker stops and deletes its files); an ended job's files are deleted and the AsyncJob with
-// them, so its status and its files answer 404 from then on. 202 in both cases.
+// $cancel does (its worker stops and deletes its files), an ended job's files are deleted, and in every case the
+// AsyncJob is deleted with them: its status (either way of asking), its files, $cancel and a second DELETE answer
+// 404 from then on. 202 when it was there.
 import type { Db } from '../../storage/db.js';
 import type { FileStore } from '../../storage/files.js';
 import type { Signals } from '../../storage/signals.js';
@@ -11,6 +12,7 @@ import { JOBS_CHANNEL } from '../../jobs/queue.js';
 import { outcome } from '../outcome.js';
 import type { RepoContext } from '../repository/context.js';
 import type { FhirResult } from '../result.js';
+import { selectCurrent } from '../repository/store.js';
 import { accessibleJob } from './async-job.js';
 
 export async function deleteAsyncJob(
@@ -23,7 +25,9 @@ export async function deleteAsyncJob(
   const was = await db.transaction(async (tx) => {
     const { row, job } = await accessibleJob(tx, ctx, id, true);
     if (job.status === 'accepted') await cancelJobRow(tx, ctx, row);
-    else if (job.status !== 'cancelled') await deleteJobResource(tx, ctx, row);
+    // The cancel wrote a version: delete the current one.
+    const current = job.status === 'accepted' ? await selectCurrent(tx, 'AsyncJob', id, true) : row;
+    if (current) await deleteJobResource(tx, ctx, current);
     return job.status;
   });
   if (was === 'accepted') await signals.publish(JOBS_CHANNEL, `cancel ${id}`);
@@ -35,7 +39,7 @@ export async function deleteAsyncJob(
     body: outcome(
       'information',
       'informational',
-      was === 'accepted' ? `AsyncJob/${id} cancelled` : `AsyncJob/${id} deleted`,
+      was === 'accepted' ? `AsyncJob/${id} cancelled and deleted` : `AsyncJob/${id} deleted`,
     ),
   };
 }

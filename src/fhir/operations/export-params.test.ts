@@ -14,15 +14,10 @@ const admin = { projectId: 'p', projectAdmin: true, superAdmin: false };
 const member = { projectId: 'p', projectAdmin: false, superAdmin: false };
 
 describe('bulk export kick-off parameters', () => {
-  it('accepts FHIR JSON (or no Accept, or a range including it) and nothing else', () => {
-    for (const ok of [
-      undefined,
-      '',
-      'application/fhir+json',
-      '*/*',
-      'application/json',
-      'text/html, */*;q=0.1',
-    ])
+  it('accepts FHIR JSON (or a range including it) and nothing else; the header is required', () => {
+    for (const missing of [undefined, '', ' '])
+      expect(() => assertAccept(missing)).toThrow(/needs the header/);
+    for (const ok of ['application/fhir+json', '*/*', 'application/json', 'text/html, */*;q=0.1'])
       expect(() => assertAccept(ok)).not.toThrow();
     for (const bad of ['application/fhir+xml', 'text/csv', 'application/fhir+json;q=0'])
       expect(() => assertAccept(bad)).toThrow(/Unsupported Accept/);

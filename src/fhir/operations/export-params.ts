@@ -29,14 +29,15 @@ export const MAX_PATIENT_PARAMS = 1000;
 const bad = (message: string, code: string): FhirError => new FhirError('invalid', message, `export.${code}`);
 
 /**
- * `Accept`: the IG supports only `application/fhir+json` for the kick-off's OperationOutcome. A client SHOULD send it
- * and "if omitted, the server MAY ... process the request as if application/fhir+json was supplied": a missing header
- * is accepted (curl sends none of its own beyond `*\/*`), and so are ranges that include it (`*\/*`,
- * `application/*`) and `application/json` (FHIR's JSON under its generic name). The SMART bulk-data-client and the
- * Bulk Data Tester send `application/fhir+json`. Anything else (`application/fhir+xml`, `text/html`) is 400.
+ * `Accept`: the IG supports only `application/fhir+json` for the kick-off's OperationOutcome and lists the header as
+ * required; the Bulk Data Tester expects a kick-off without it to be refused, so a missing header is a 400. Ranges
+ * that include FHIR JSON (`*\/*`, which curl sends, and `application/*`) and `application/json` (FHIR's JSON under
+ * its generic name) are accepted. The SMART bulk-data-client and BDT send `application/fhir+json`. Anything else
+ * (`application/fhir+xml`, `text/html`) is 400 too.
  */
 export function assertAccept(accept: string | undefined): void {
-  if (accept === undefined || accept.trim() === '') return;
+  if (accept === undefined || accept.trim() === '')
+    throw bad('A bulk export kick-off needs the header Accept: application/fhir+json', 'accept-missing');
   const ok = new Set(['application/fhir+json', 'application/json', 'application/*', '*/*']);
   const ranges = accept.split(',').map((r) => {
     const [type = '', ...params] = r.split(';').map((x) => x.trim().toLowerCase());
@@ -135,24 +136,39 @@ const RESULT_PARAMS = [
  * by `Type?`; a comma elsewhere (`code=a,b`) stays in its query. Each query is parsed by the search parser (every
  * search parameter, the search limits) and its chains must be readable; the text after `?` is kept per type.
  */
-export function typeFilters(values: string[] | undefined, actor: Actor): Record<string, string[]> {
+export function typeFilters(
+  values: string[] | undefined,
+  actor: Actor,
+  notes?: KickOffNotes,
+): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   const queries = (values ?? []).flatMap((v) => v.split(/,(?=[A-Z][A-Za-z]{0,63}\?)/)).map((q) => q.trim());
   for (const q of queries.filter(Boolean)) {
-    const m = /^([A-Z][A-Za-z]{0,63})\?(.*)$/s.exec(q);
-    if (!m || !isResourceType(m[1] as string))
-      throw bad(`Invalid _typeFilter (expected Type?query): ${q.slice(0, 100)}`, 'type-filter');
-    const [, type = '', query = ''] = m;
-    if (!canRead(actor, type))
-      throw bad(`_typeFilter names a type the caller may not read: ${type}`, 'type-filter-type');
-    const req = parseTypeFilter(type, query);
-    assertChainsReadable(
-      actor,
-      req.filters.flatMap((f) => (f.chain ? [f.chain.targetType] : [])),
-    );
-    (out[type] ??= []).push(query);
+    try {
+      typeFilter(q, actor, out);
+    } catch (err) {
+      // Under `Prefer: handling=lenient` a filter Cinder cannot apply is left out with a warning (the IG; BDT).
+      if (!(err instanceof FhirError) || notes?.handling !== 'lenient') throw err;
+      notes.warn(`${err.message}; the filter was ignored`, 'type-filter-ignored');
+    }
   }
   return out;
+}
+
+/** One `_typeFilter` query `Type?query`, checked, added to `out`. */
+function typeFilter(q: string, actor: Actor, out: Record<string, string[]>): void {
+  const m = /^([A-Z][A-Za-z]{0,63})\?(.*)$/s.exec(q);
+  if (!m || !isResourceType(m[1] as string))
+    throw bad(`Invalid _typeFilter (expected Type?query): ${q.slice(0, 100)}`, 'type-filter');
+  const [, type = '', query = ''] = m;
+  if (!canRead(actor, type))
+    throw bad(`_typeFilter names a type the caller may not read: ${type}`, 'type-filter-type');
+  const req = parseTypeFilter(type, query);
+  assertChainsReadable(
+    actor,
+    req.filters.flatMap((f) => (f.chain ? [f.chain.targetType] : [])),
+  );
+  (out[type] ??= []).push(query);
 }
 
 /** One `_typeFilter` query (the text after `?`) as a SearchRequest; a result parameter or a bad query is a 400. */
@@ -209,14 +225,11 @@ export function elementsParam(values: string[] | undefined): ElementsParam | und
 
 /**
  * `includeAssociatedData`: Cinder keeps no Provenance of its own and does not look up the Provenance of exported
- * resources, so no value is supported (the IG: SHOULD return an error, or under `handling=lenient` MAY go on). A
+ * resources, so no value is supported. The parameter is optional, so (like an unknown parameter) it is ignored with a
+ * warning in the job's error file, and refused under `Prefer: handling=strict` (BDT expects such exports to start). A
  * Provenance stored as a resource is exported like any other type.
  */
 export function includeAssociatedData(values: string[] | undefined, notes: KickOffNotes): void {
-  for (const v of list(values)) {
-    const text = `includeAssociatedData=${v.slice(0, 64)} is not supported`;
-    if (notes.handling !== 'lenient')
-      throw bad(`${text} (send Prefer: handling=lenient to go on without it)`, 'associated-data');
-    notes.warn(`${text} and was ignored`, 'associated-data');
-  }
+  for (const v of list(values))
+    notes.warn(`includeAssociatedData=${v.slice(0, 64)} is not supported and was ignored`, 'associated-data');
 }

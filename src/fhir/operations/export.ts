@@ -132,32 +132,36 @@ async function groupPatients(db: Db, ctx: RepoContext, groupId: string, now: Dat
 }
 
 /**
- * `patient` (Patient and Group level, STU2): each must be a Patient the caller can read (and, for a Group, a current
- * member); the IG asks for an error otherwise. A Patient the caller cannot see gets the same answer as a missing one.
+ * `patient` (Patient and Group level, STU2): the Patients the caller can read (and, for a Group, its current members).
+ * Any other is left out with a warning in the job's error file (the Bulk Data Tester expects such a kick-off to
+ * start), or refused under `Prefer: handling=strict`; one the caller cannot see gets the same words as a missing one.
  */
 async function checkedPatients(
   db: Db,
   ctx: RepoContext,
   ids: string[],
   members: string[] | undefined,
+  notes: KickOffNotes,
 ): Promise<string[]> {
   const set = members ? new Set(members) : undefined;
+  const found: string[] = [];
   for (const id of ids) {
     const row = await readVisibleRow(db, ctx, 'Patient', id);
-    if (!row || row.deleted || (set && !set.has(id)))
-      throw new FhirError(
-        'not-found',
-        set ? `Patient/${id} is not a current member of the Group` : `Not found: Patient/${id}`,
-        'export.patient-not-found',
-        { status: 400 },
+    if (row && !row.deleted && (!set || set.has(id))) found.push(id);
+    else
+      notes.warn(
+        set
+          ? `Patient/${id} is not a current member of the Group and was left out`
+          : `Patient/${id} was not found and was left out`,
+        'patient-not-found',
       );
   }
-  return ids;
+  return found;
 }
 
 /** `_typeFilter` queries for the exported types; a filter on another type is left out with a warning. */
 function filtersFor(ctx: RepoContext, p: Record<string, string[]>, types: string[], notes: KickOffNotes) {
-  const filters = typeFilters(p._typeFilter, ctx.actor);
+  const filters = typeFilters(p._typeFilter, ctx.actor, notes);
   for (const type of Object.keys(filters)) {
     if (types.includes(type)) continue;
     notes.warn(`_typeFilter for ${type} was ignored: ${type} is not exported`, 'type-filter-unused');
@@ -196,7 +200,7 @@ export async function startExport(
   const elements = elementsParam(p._elements);
   includeAssociatedData(p.includeAssociatedData, notes);
   const members = level.kind === 'group' ? await groupPatients(db, ctx, level.groupId, now) : undefined;
-  const patients = asked.length > 0 ? await checkedPatients(db, ctx, asked, members) : members;
+  const patients = asked.length > 0 ? await checkedPatients(db, ctx, asked, members, notes) : members;
   const params: ExportParams = {
     level: level.kind,
     ...selected,
@@ -230,6 +234,7 @@ export const exportOperations: OperationDefinition[] = [
     types: ['Patient'],
     affectsState: false,
     definition: `${BULK}/patient-export`,
+    capabilityName: 'patient-export',
     run: (env, i) => startExport(env, i.ctx, { kind: 'patient' }, i.request),
   },
   {
@@ -238,6 +243,7 @@ export const exportOperations: OperationDefinition[] = [
     types: ['Group'],
     affectsState: false,
     definition: `${BULK}/group-export`,
+    capabilityName: 'group-export',
     run: (env, i) => startExport(env, i.ctx, { kind: 'group', groupId: i.id }, i.request),
   },
 ];

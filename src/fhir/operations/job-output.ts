@@ -9,14 +9,19 @@ import { InvalidFileKeyError, isPlainFileName, type FileStore } from '../../stor
 import type { AsyncJobResource } from '../../jobs/async-job.js';
 import { exportFileKey } from '../../jobs/kinds/export.js';
 import { CSV_CONTENT_TYPE } from '../csv/table.js';
+import { assertRead } from '../access.js';
 import { FhirError } from '../outcome.js';
 import type { RepoContext } from '../repository/context.js';
 import { accessibleJob, outputFiles } from './async-job.js';
 
-/** Whether the job's `output` or `error` files include one whose URL ends in `/AsyncJob/<id>/output/<file>`. */
-function lists(job: AsyncJobResource, id: string, file: string): boolean {
+/** The job's `output` (or `error`) file whose URL ends in `/AsyncJob/<id>/output/<file>`, if it lists one. */
+function listed(job: AsyncJobResource, id: string, file: string): { type: string; error: boolean } | undefined {
   const suffix = `/AsyncJob/${id}/output/${file}`;
-  return [...outputFiles(job, 'output'), ...outputFiles(job, 'error')].some((f) => f.url.endsWith(suffix));
+  const output = outputFiles(job, 'output').find((f) => f.url.endsWith(suffix));
+  if (output) return { type: output.type, error: false };
+  return outputFiles(job, 'error').some((f) => f.url.endsWith(suffix))
+    ? { type: 'OperationOutcome', error: true }
+    : undefined;
 }
 
 export async function openJobOutput(
@@ -29,7 +34,10 @@ export async function openJobOutput(
   const notFound = new FhirError('not-found', 'Not found', 'job.output.not-found');
   const m = /^[A-Za-z]{1,64}(\.[0-9]{1,6})?\.(ndjson|csv)$/.exec(file);
   const { job } = await accessibleJob(db, ctx, id);
-  if (!m || !isPlainFileName(id) || job.status !== 'completed' || !lists(job, id, file)) throw notFound;
+  const entry = m && isPlainFileName(id) && job.status === 'completed' ? listed(job, id, file) : undefined;
+  if (!entry) throw notFound;
+  // A file of Patients is read like Patients: a token whose scopes do not cover the type gets 403 (SMART scopes).
+  if (!entry.error) assertRead(ctx.actor, entry.type);
   let stream: Readable | undefined;
   try {
     stream = await files.read(exportFileKey(id, file));
@@ -38,5 +46,5 @@ export async function openJobOutput(
     throw err;
   }
   if (!stream) throw notFound;
-  return { stream, contentType: m[2] === 'csv' ? CSV_CONTENT_TYPE : 'application/fhir+ndjson' };
+  return { stream, contentType: file.endsWith('.csv') ? CSV_CONTENT_TYPE : 'application/fhir+ndjson' };
 }

@@ -44,6 +44,11 @@ export interface OperationDefinition {
   anyBody?: boolean;
   /** Canonical URL of a published OperationDefinition; Cinder's own are `{fhir}/OperationDefinition/<code>`. */
   definition?: string;
+  /**
+   * The CapabilityStatement's name for it when that is not the code: the Bulk Data IG names Patient and Group export
+   * `patient-export` and `group-export` (its CapabilityStatement, and BDT, look for those names).
+   */
+  capabilityName?: string;
   run(env: OperationEnv, input: OperationInput): Promise<FhirResult>;
 }
 

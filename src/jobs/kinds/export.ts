@@ -119,7 +119,8 @@ function output(env: JobEnv, job: JobRow, s: ExportState): Resource {
         { name: 'count', valueInteger: s.errors.count },
       ],
     });
-  return { resourceType: 'Parameters', parameter };
+  // An export that found nothing has no files: a Parameters without parameters (FHIR allows no empty arrays).
+  return { resourceType: 'Parameters', ...(parameter.length > 0 ? { parameter } : {}) };
 }
 
 export interface ExportKindOptions {
