@@ -157,7 +157,9 @@ export async function clientAssertionGrant(
     return await loginAsClient(deps, clientId, client, params.scope, {
       backendServices: true,
       beforeIssue: async () => {
-        if (!(await firstUse(deps.db, clientId, claims.jti as string, claims.exp as number, nowSeconds(deps))))
+        if (
+          !(await firstUse(deps.db, clientId, claims.jti as string, claims.exp as number, nowSeconds(deps)))
+        )
           throw refused('jti already used');
       },
     });

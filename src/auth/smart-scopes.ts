@@ -79,7 +79,11 @@ export interface GrantRules {
  * resource limit), as every client login did before SMART scopes. System scopes asked, none grantable: `invalid_scope`
  * — a client asking to be limited must never leave with an unlimited token.
  */
-export function grantClientScope(actor: Actor, requested: string | undefined, rules: GrantRules = {}): string {
+export function grantClientScope(
+  actor: Actor,
+  requested: string | undefined,
+  rules: GrantRules = {},
+): string {
   const asked = split(requested ?? '');
   if (rules.backendServices && !asked.some((s) => s.startsWith('system/')))
     throw new OAuthError('invalid_scope', 'scope must name system scopes such as system/*.rs');

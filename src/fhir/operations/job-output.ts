@@ -15,7 +15,11 @@ import type { RepoContext } from '../repository/context.js';
 import { accessibleJob, outputFiles } from './async-job.js';
 
 /** The job's `output` (or `error`) file whose URL ends in `/AsyncJob/<id>/output/<file>`, if it lists one. */
-function listed(job: AsyncJobResource, id: string, file: string): { type: string; error: boolean } | undefined {
+function listed(
+  job: AsyncJobResource,
+  id: string,
+  file: string,
+): { type: string; error: boolean } | undefined {
   const suffix = `/AsyncJob/${id}/output/${file}`;
   const output = outputFiles(job, 'output').find((f) => f.url.endsWith(suffix));
   if (output) return { type: output.type, error: false };
