@@ -208,6 +208,9 @@ describe.each(testDatabases())('Bulk Data status requests on $name', (database) 
       });
       expect(again.statusCode).toBe(404);
       expect(again.json()).toMatchObject({ resourceType: 'OperationOutcome' });
+      // Asked for application/json, the OperationOutcome is labelled so (the IG's "JSON format"; BDT parses only that).
+      expect(again.headers['content-type']).toMatch(/^application\/json/);
+      expect((await status(id, {})).headers['content-type']).toMatch(/^application\/fhir\+json/);
       // The worker stopped and left nothing behind.
       const until = Date.now() + 5000;
       while (fs.existsSync(path.join(dir, 'files', 'exports', id))) {
@@ -229,6 +232,7 @@ describe.each(testDatabases())('Bulk Data status requests on $name', (database) 
     expect(made.statusCode).toBe(201);
     const res = await status(made.json().id as string, IG, p.adminToken);
     expect(res.statusCode).toBe(500);
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
     expect(res.json()).toMatchObject({ resourceType: 'OperationOutcome', issue: [{ severity: 'error' }] });
   });
 });

@@ -17,9 +17,9 @@ describe('bulk export kick-off parameters', () => {
   it('accepts FHIR JSON (or a range including it) and nothing else; the header is required', () => {
     for (const missing of [undefined, '', ' '])
       expect(() => assertAccept(missing)).toThrow(/needs the header/);
-    for (const ok of ['application/fhir+json', '*/*', 'application/json', 'text/html, */*;q=0.1'])
+    for (const ok of ['application/fhir+json', '*/*', 'application/*', 'text/html, */*;q=0.1'])
       expect(() => assertAccept(ok)).not.toThrow();
-    for (const bad of ['application/fhir+xml', 'text/csv', 'application/fhir+json;q=0'])
+    for (const bad of ['application/fhir+xml', 'text/csv', 'application/fhir+json;q=0', 'application/json'])
       expect(() => assertAccept(bad)).toThrow(/Unsupported Accept/);
   });
 

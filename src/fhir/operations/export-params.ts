@@ -30,15 +30,15 @@ const bad = (message: string, code: string): FhirError => new FhirError('invalid
 
 /**
  * `Accept`: the IG supports only `application/fhir+json` for the kick-off's OperationOutcome and lists the header as
- * required; the Bulk Data Tester expects a kick-off without it to be refused, so a missing header is a 400. Ranges
- * that include FHIR JSON (`*\/*`, which curl sends, and `application/*`) and `application/json` (FHIR's JSON under
- * its generic name) are accepted. The SMART bulk-data-client and BDT send `application/fhir+json`. Anything else
- * (`application/fhir+xml`, `text/html`) is 400 too.
+ * required; the Bulk Data Tester expects a kick-off without it to be refused (its HTTP library then sends
+ * `application/json`), so a missing header is a 400, and so is `application/json`. Ranges that include FHIR JSON
+ * (`*\/*`, which curl and fetch send, and `application/*`) are accepted. The SMART bulk-data-client and BDT send
+ * `application/fhir+json`. Anything else (`application/fhir+xml`, `text/html`) is 400 too.
  */
 export function assertAccept(accept: string | undefined): void {
   if (accept === undefined || accept.trim() === '')
     throw bad('A bulk export kick-off needs the header Accept: application/fhir+json', 'accept-missing');
-  const ok = new Set(['application/fhir+json', 'application/json', 'application/*', '*/*']);
+  const ok = new Set(['application/fhir+json', 'application/*', '*/*']);
   const ranges = accept.split(',').map((r) => {
     const [type = '', ...params] = r.split(';').map((x) => x.trim().toLowerCase());
     const q = params.find((x) => x.startsWith('q='));

@@ -2,13 +2,13 @@
 // GET/DELETE {fhir}/AsyncJob/<id> and the download of export files (gzip when asked). The operations that start and cancel jobs are
 // routed from their definitions (operations.ts). Static segments win over the generic REST routes in the router.
 import { createGzip } from 'node:zlib';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onSendHookHandler } from 'fastify';
 import type { Db } from '../../storage/db.js';
 import type { FileStore } from '../../storage/files.js';
 import type { Signals } from '../../storage/signals.js';
 import type { RepoContext } from '../../fhir/repository/context.js';
 import type { FhirResult } from '../../fhir/result.js';
-import { readJobStatus } from '../../fhir/operations/async-job.js';
+import { readJobStatus, wantsBulkStatus } from '../../fhir/operations/async-job.js';
 import { deleteAsyncJob } from '../../fhir/operations/async-job-delete.js';
 import { openJobOutput } from '../../fhir/operations/job-output.js';
 import { repoContext } from '../plugins/auth.js';
@@ -32,6 +32,20 @@ export function acceptsGzip(header: string | undefined): boolean {
   });
 }
 
+/**
+ * A Bulk Data client that asked for `application/json` gets its OperationOutcomes (a failed job, a 404 after a delete
+ * request, any error) labelled `application/json` too: the IG's "OperationOutcome in JSON format", and what BDT
+ * parses. FHIR clients keep `application/fhir+json`.
+ */
+const bulkJson: onSendHookHandler = (req, reply, payload, done) => {
+  if (
+    wantsBulkStatus(req.headers.accept) &&
+    /^application\/fhir\+json/.test(String(reply.getHeader('content-type')))
+  )
+    reply.header('content-type', 'application/json; charset=utf-8');
+  done(null, payload);
+};
+
 type Query = Record<string, string | string[]>;
 type P<T> = { Params: T; Querystring: Query };
 
@@ -41,10 +55,10 @@ export function jobRoutes(app: FastifyInstance, deps: JobRouteDeps): void {
   const send = (reply: FastifyReply, r: FhirResult): FastifyReply => sendResult(reply, r, deps.fhirBase);
   const { db, signals } = deps;
 
-  app.get<P<{ id: string }>>('/AsyncJob/:id', async (req, reply) =>
+  app.get<P<{ id: string }>>('/AsyncJob/:id', { onSend: bulkJson }, async (req, reply) =>
     send(reply, await readJobStatus(db, ctx(req), req.params.id, req.headers.accept)),
   );
-  app.delete<P<{ id: string }>>('/AsyncJob/:id', async (req, reply) =>
+  app.delete<P<{ id: string }>>('/AsyncJob/:id', { onSend: bulkJson }, async (req, reply) =>
     send(reply, await deleteAsyncJob(db, signals, deps.files, ctx(req), req.params.id)),
   );
   app.get<P<{ id: string; file: string }>>('/AsyncJob/:id/output/:file', async (req, reply) => {
