@@ -652,4 +652,74 @@ describe.each(testDatabases())('SMART Backend Services on $name', (database) => 
       expect(ops('Group')).toContainEqual({ name: 'group-export', definition: `${BULK}/group-export` });
     });
   });
+  describe('the Bulk Data client flow', () => {
+    // What the SMART bulk-data-client does, step by step through HTTP: discover the token endpoint, log in with a
+    // signed assertion, kick off a Patient-level export, poll the status as an IG client, download every file, and
+    // find as many resources per type as a search counts.
+    it('discovers, logs in with private_key_jwt, exports, polls the manifest and downloads', async () => {
+      const config = await t.request({
+        method: 'GET',
+        url: `${t.fhir}/.well-known/smart-configuration`,
+        token: null,
+      });
+      const tokenUrl = config.json().token_endpoint as string;
+      expect(config.json().token_endpoint_auth_methods_supported).toContain('private_key_jwt');
+      const jwt = await new SignJWT({ iss: client, sub: client, aud: tokenUrl, jti: randomUUID() })
+        .setProtectedHeader({ alg: 'ES384', kid: es.kid, typ: 'JWT' })
+        .setExpirationTime(nowSeconds() + 300)
+        .sign(es.privateKey);
+      const login = await tokenRequest(t.app, {
+        grant_type: 'client_credentials',
+        client_assertion_type: ASSERTION_TYPE,
+        client_assertion: jwt,
+        scope: 'system/*.rs',
+      });
+      expect(login.statusCode, login.body).toBe(200);
+      const token = login.json().access_token as string;
+      const kicked = await t.request({
+        method: 'GET',
+        url: `${t.fhir}/Patient/$export`,
+        token,
+        headers: { accept: 'application/fhir+json', prefer: 'respond-async' },
+      });
+      const statusUrl = String(kicked.headers['content-location']).replace('http://cinder.test', '');
+      expect(jobIdOf(kicked)).toBeTruthy();
+      let manifest: { output: { type: string; url: string; count: number }[]; error: unknown[] } | undefined;
+      for (let i = 0; i < 400 && !manifest; i++) {
+        const res = await t.request({
+          method: 'GET',
+          url: statusUrl,
+          token,
+          headers: { accept: 'application/json' },
+        });
+        if (res.statusCode === 200) manifest = res.json();
+        else {
+          expect(res.statusCode).toBe(202);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+      expect(manifest?.error).toEqual([]);
+      const lines: Record<string, number> = {};
+      for (const file of manifest?.output ?? []) {
+        const res = await t.request({
+          method: 'GET',
+          url: file.url.replace('http://cinder.test', ''),
+          token,
+        });
+        expect(res.statusCode).toBe(200);
+        const n = res.body.trim().split('\n').length;
+        expect(n).toBe(file.count);
+        lines[file.type] = (lines[file.type] ?? 0) + n;
+      }
+      expect(Object.keys(lines).sort()).toEqual(['Observation', 'Patient']);
+      for (const [type, n] of Object.entries(lines)) {
+        const total = await t.request({
+          method: 'GET',
+          url: `${t.fhir}/${type}?_total=accurate&_count=0`,
+          token: project.adminToken,
+        });
+        expect(total.json().total, type).toBe(n);
+      }
+    });
+  });
 });
