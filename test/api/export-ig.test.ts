@@ -11,7 +11,7 @@ import { exportKind, type ExportParams } from '../../src/jobs/kinds/export.js';
 import type { JobRow } from '../../src/jobs/queue.js';
 import { localFileStore } from '../../src/storage/files.js';
 import { testDatabases } from '../support/db.js';
-import { startTestApp, type TestApp } from '../support/app.js';
+import { created, startTestApp, type TestApp } from '../support/app.js';
 import { jobIdOf, kickOff, waitForJob } from '../support/jobs.js';
 
 type Json = Record<string, unknown>;
@@ -35,16 +35,7 @@ describe.each(testDatabases())('bulk export kick-off and parameters (IG) on $nam
   let otherPatient: Json;
   let group: Json;
 
-  const post = async (token: string, r: Json): Promise<Json> => {
-    const res = await t.request({
-      method: 'POST',
-      url: `${t.fhir}/${r.resourceType as string}`,
-      token,
-      payload: r,
-    });
-    expect(res.statusCode, res.body).toBe(201);
-    return res.json() as Json;
-  };
+  const post = (token: string, r: Json): Promise<Json> => created(t, token, r);
   const ref = (r: Json): string => `Patient/${r.id as string}`;
   const observation = (code: string, extra: Json): Json => ({
     resourceType: 'Observation',

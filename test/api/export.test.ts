@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabases } from '../support/db.js';
-import { startTestApp, type TestApp } from '../support/app.js';
+import { created, startTestApp, type TestApp } from '../support/app.js';
 import { downloadOutput, jobIdOf, kickOff, startExport, waitForJob } from '../support/jobs.js';
 
 describe.each(testDatabases())('bulk export on $name', (database) => {
@@ -18,16 +18,8 @@ describe.each(testDatabases())('bulk export on $name', (database) => {
   let orphanObs: Record<string, unknown>;
   let group: Record<string, unknown>;
 
-  const post = async (token: string, r: Record<string, unknown>): Promise<Record<string, unknown>> => {
-    const res = await t.request({
-      method: 'POST',
-      url: `${t.fhir}/${r.resourceType as string}`,
-      token,
-      payload: r,
-    });
-    expect(res.statusCode, res.body).toBe(201);
-    return res.json() as Record<string, unknown>;
-  };
+  const post = (token: string, r: Record<string, unknown>): Promise<Record<string, unknown>> =>
+    created(t, token, r);
 
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-export-'));

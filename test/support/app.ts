@@ -1,6 +1,6 @@
 // A Cinder app on a test database, with the super administrator bootstrapped and helpers to log in.
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import type { FastifyBaseLogger, FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { ensureSuperAdmin } from '../../src/auth/bootstrap.js';
@@ -241,6 +241,17 @@ export function postResource(
     token,
     payload: resource,
   });
+}
+
+/** Creates `resource`, expecting `201`, and returns the stored resource. */
+export async function created(
+  t: TestApp,
+  token: string,
+  resource: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
+  const res = await postResource(t, token, resource);
+  expect(res.statusCode, res.body).toBe(201);
+  return res.json() as Record<string, unknown>;
 }
 
 /** POSTs a batch or transaction Bundle of the given entries to the FHIR base. */
