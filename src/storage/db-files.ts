@@ -41,7 +41,9 @@ export function dbFileStore(db: Queryable): FileStore {
       checked(key);
       await db.query(`DELETE FROM file_chunks WHERE key = $1 AND "offset" >= $2`, [key, size]);
       await db.query(
-        `UPDATE file_chunks SET data = substring(data FROM 1 FOR ($2::bigint - "offset")::int)
+        // Sizes are byte counts; a cut is where an earlier append ended, so never inside a character.
+        `UPDATE file_chunks
+         SET data = convert_from(substring(convert_to(data, 'UTF8') FROM 1 FOR ($2::bigint - "offset")::int), 'UTF8')
          WHERE key = $1 AND "offset" < $2 AND "offset" + octet_length(data) > $2`,
         [key, size],
       );
@@ -57,11 +59,11 @@ export function dbFileStore(db: Queryable): FileStore {
       return Readable.from(
         (async function* () {
           for (;;) {
-            const r = await db.query<{ offset: string; data: Uint8Array }>(
+            const r = await db.query<{ offset: string; data: string }>(
               `SELECT "offset", data FROM file_chunks WHERE key = $1 AND "offset" > $2 ORDER BY "offset" LIMIT $3`,
               [key, after, READ_BATCH],
             );
-            for (const row of r.rows) yield Buffer.from(row.data);
+            for (const row of r.rows) yield Buffer.from(row.data, 'utf8');
             if (r.rows.length < READ_BATCH) return;
             after = Number((r.rows[r.rows.length - 1] as { offset: string }).offset);
           }
