@@ -6,6 +6,7 @@ import type { KeyRing } from './auth/keys.js';
 import type { Config } from './config/config.js';
 import { registerAuth } from './http/plugins/auth.js';
 import { registerContentTypes } from './http/plugins/content-types.js';
+import { registerCors } from './http/plugins/cors.js';
 import { limitConnectionsPerClient } from './http/plugins/connection-limit.js';
 import { clientErrorHandler, registerErrorHandler } from './http/plugins/errors.js';
 import { registerLoginGuard } from './http/plugins/rate-limit.js';
@@ -124,6 +125,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     }
   });
   registerErrorHandler(app);
+  await registerCors(app, config.corsOrigins);
   registerContentTypes(app);
   registerAuth(app, auth);
   const loginGuard = await registerLoginGuard(app, {

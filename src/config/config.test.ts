@@ -51,6 +51,15 @@ describe('configuration', () => {
     );
   });
 
+  it('allows any CORS origin by default; corsOrigins (CORS_ORIGINS, a comma list) names origins', () => {
+    expect(parseConfig({}).corsOrigins).toEqual(['*']);
+    expect(
+      loadConfig([], { CORS_ORIGINS: 'https://app.example.org, http://localhost:3000' }).corsOrigins,
+    ).toEqual(['https://app.example.org', 'http://localhost:3000']);
+    for (const bad of [[], ['app.example.org'], ['https://app.example.org/path']])
+      expect(() => parseConfig({ corsOrigins: bad })).toThrow(/^Invalid configuration: corsOrigins/);
+  });
+
   it('adds the trailing slash to baseUrl and derives it from the port', () => {
     expect(parseConfig({ port: 9000 }).baseUrl).toBe('http://localhost:9000/');
     expect(parseConfig({ baseUrl: 'https://fhir.example.org/base' }).baseUrl).toBe(

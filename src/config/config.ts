@@ -102,6 +102,25 @@ export const configSchema = z
      * ClientApplication.jwksUri) may name even when they resolve to loopback, private or link-local addresses.
      */
     allowedOutboundHosts: z.array(z.string().min(1)).default([]),
+    /**
+     * Origins whose browser pages may call the API (CORS on FHIR, OAuth and discovery): `["*"]`, the default, allows
+     * any origin without cookies (the API takes bearer tokens); otherwise a list of `scheme://host[:port]`. The
+     * environment takes a comma-separated list.
+     */
+    corsOrigins: z
+      .preprocess(
+        (v) =>
+          typeof v === 'string'
+            ? v
+                .split(',')
+                .map((x) => x.trim())
+                .filter(Boolean)
+            : v,
+        z
+          .array(z.string().regex(/^(\*|https?:\/\/[^/\s]+)$/, 'an origin (scheme://host[:port]) or *'))
+          .min(1),
+      )
+      .default(['*']),
     /** Seconds after a bulk export job ends until its files and its `output` are deleted. */
     exportRetention: z.coerce.number().int().min(1).default(86_400),
     /** Running or queued exports one login (user or client) may have; one more kick-off answers 429. */
@@ -145,6 +164,7 @@ const ENV_KEYS: Record<string, string> = {
   JOB_PAUSE_MS: 'jobPauseMs',
   EXPORT_PAGE_SIZE: 'exportPageSize',
   EXPORT_FILE_RESOURCES: 'exportFileResources',
+  CORS_ORIGINS: 'corsOrigins',
 };
 
 /** Validates raw input; a bad value throws one ConfigError line naming the key. */
