@@ -19,6 +19,7 @@ import type { FhirResult } from '../../fhir/result.js';
 import type { Db } from '../../storage/db.js';
 import { repoContext } from '../plugins/auth.js';
 import type { FormBody } from '../plugins/content-types.js';
+import { conditionalRead, preferReturn } from '../header-semantics.js';
 import { sendResult } from '../reply.js';
 
 export interface FhirRouteDeps {
@@ -123,7 +124,7 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     const ifNoneExist = header(req, 'if-none-exist');
     const result = await createResource(deps.db, ctx(req), body, ifNoneExist ? { ifNoneExist } : {});
     deps.written(1);
-    return send(reply, result);
+    return send(reply, preferReturn(req, result));
   });
 
   // Type and instance history share one handler: https://hl7.org/fhir/R4/http.html#history
@@ -143,7 +144,10 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
 
   app.get<P<{ type: string; id: string }>>('/:type/:id', async (req, reply) => {
     assertType(req.params.type);
-    return send(reply, await readResource(deps.db, ctx(req), req.params.type, req.params.id));
+    return send(
+      reply,
+      conditionalRead(req, await readResource(deps.db, ctx(req), req.params.type, req.params.id)),
+    );
   });
 
   app.put<P<{ type: string; id: string }>>('/:type/:id', async (req, reply) => {
@@ -152,13 +156,16 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     const ifMatch = header(req, 'if-match');
     return send(
       reply,
-      await updateResource(
-        deps.db,
-        ctx(req),
-        req.params.type,
-        req.params.id,
-        body,
-        ifMatch ? { ifMatch } : {},
+      preferReturn(
+        req,
+        await updateResource(
+          deps.db,
+          ctx(req),
+          req.params.type,
+          req.params.id,
+          body,
+          ifMatch ? { ifMatch } : {},
+        ),
       ),
     );
   });
@@ -168,13 +175,16 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     const ifMatch = header(req, 'if-match');
     return send(
       reply,
-      await patchResource(
-        deps.db,
-        ctx(req),
-        req.params.type,
-        req.params.id,
-        req.body,
-        ifMatch ? { ifMatch } : {},
+      preferReturn(
+        req,
+        await patchResource(
+          deps.db,
+          ctx(req),
+          req.params.type,
+          req.params.id,
+          req.body,
+          ifMatch ? { ifMatch } : {},
+        ),
       ),
     );
   });
@@ -188,7 +198,10 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     assertType(req.params.type);
     return send(
       reply,
-      await vreadResource(deps.db, ctx(req), req.params.type, req.params.id, req.params.vid),
+      conditionalRead(
+        req,
+        await vreadResource(deps.db, ctx(req), req.params.type, req.params.id, req.params.vid),
+      ),
     );
   });
 
