@@ -83,6 +83,7 @@ export function capabilityStatement(fhirBase: string, now: Date): Record<string,
           readHistory: true,
           updateCreate: true,
           conditionalCreate: true,
+          conditionalRead: 'full-support',
           searchInclude: ['*'],
           searchParam: searchParamsOf(type)
             .filter((p) => p.type !== 'composite' && p.type !== 'special')

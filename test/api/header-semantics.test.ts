@@ -26,6 +26,11 @@ describe.each(testDatabases())('read and write headers on $name', (database) => 
       }
       expect((await read(url, { 'if-none-match': 'W/"2"' })).statusCode).toBe(200);
     }
+    const cs = await ctx.t.request({ method: 'GET', url: `${ctx.t.fhir}/metadata`, token: null });
+    const patient = (cs.json().rest[0].resource as { type: string; conditionalRead?: string }[]).find(
+      (r) => r.type === 'Patient',
+    );
+    expect(patient?.conditionalRead).toBe('full-support');
   });
 
   it('answers 304 to If-Modified-Since at or after the last change, unless If-None-Match differs', async () => {
