@@ -22,10 +22,12 @@ function operations(
   fhirBase: string,
   applies: (op: OperationDefinition) => boolean,
 ): Record<string, string>[] {
-  return OPERATIONS.filter(applies).map((op) => ({
+  const entries = OPERATIONS.filter(applies).map((op) => ({
     name: op.capabilityName ?? op.code,
     definition: op.definition ?? `${fhirBase}/OperationDefinition/${op.code}`,
   }));
+  // One entry per operation, though it may be invoked at type and at instance level ($validate).
+  return entries.filter((e, i) => entries.findIndex((x) => x.name === e.name) === i);
 }
 
 const appliesTo = (op: OperationDefinition, type: string): boolean =>

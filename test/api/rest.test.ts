@@ -315,12 +315,12 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
       { name: 'export', definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export' },
       { name: 'reindex', definition: 'http://cinder.test/fhir/R4/OperationDefinition/reindex' },
     ]);
-    expect(names('Patient')).toEqual(['csv', 'patient-export']);
-    expect(names('Group')).toEqual(['csv', 'group-export']);
-    expect(names('AsyncJob')).toEqual(['cancel', 'csv']);
-    expect(names('Project')).toEqual(['csv', 'expunge']);
-    expect(names('User')).toEqual([]);
-    expect(names('Observation')).toEqual(['csv']);
+    expect(names('Patient')).toEqual(['csv', 'patient-export', 'validate']);
+    expect(names('Group')).toEqual(['csv', 'group-export', 'validate']);
+    expect(names('AsyncJob')).toEqual(['cancel', 'csv', 'validate']);
+    expect(names('Project')).toEqual(['csv', 'expunge', 'validate']);
+    expect(names('User')).toEqual(['validate']);
+    expect(names('Observation')).toEqual(['csv', 'validate']);
     // Each listed operation is routed: an unauthenticated call is refused by authentication, never 404.
     const anon = await ctx.t.request({
       method: 'GET',

@@ -6,6 +6,7 @@ import { exportOperations } from './export.js';
 import { expungeOperation } from './expunge.js';
 import type { OperationDefinition } from './operation.js';
 import { reindexOperation } from './reindex.js';
+import { validateInstanceOperation, validateOperation } from './validate.js';
 
 export const OPERATIONS: readonly OperationDefinition[] = [
   ...exportOperations,
@@ -13,4 +14,6 @@ export const OPERATIONS: readonly OperationDefinition[] = [
   expungeOperation,
   cancelOperation,
   csvOperation,
+  validateOperation,
+  validateInstanceOperation,
 ];
