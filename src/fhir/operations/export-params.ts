@@ -129,6 +129,7 @@ const RESULT_PARAMS = [
   '_contained',
   '_containedType',
   '_cursor',
+  '_offset',
 ];
 
 /**

@@ -33,11 +33,17 @@ export async function searchResources(
     selfUrl = self.toString();
   }
   const link = [{ relation: 'self', url: selfUrl }];
-  if (result.nextCursor) {
-    const next = new URL(selfUrl);
-    for (const [k, v] of Object.entries(result.nextCursor)) next.searchParams.set(k, v);
-    link.push({ relation: 'next', url: next.toString() });
-  }
+  // `first` is the search without paging parameters; `next` and (with `_offset`) `previous` replace them.
+  const page = (params: Record<string, string>): string => {
+    const u = new URL(selfUrl);
+    u.searchParams.delete('_cursor');
+    u.searchParams.delete('_offset');
+    for (const [k, v] of Object.entries(params)) u.searchParams.set(k, v);
+    return u.toString();
+  };
+  if (req.cursor || req.offset) link.push({ relation: 'first', url: page({}) });
+  if (result.previousCursor) link.push({ relation: 'previous', url: page(result.previousCursor) });
+  if (result.nextCursor) link.push({ relation: 'next', url: page(result.nextCursor) });
   const shape = (json: string): string => (req.elements?.length ? applyElements(json, req.elements) : json);
   const entry: BundleEntryText[] = [];
   if (req.summary !== 'count') {

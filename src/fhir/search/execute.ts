@@ -18,6 +18,8 @@ export interface SearchEntry {
 export interface SearchResult {
   matches: SearchEntry[];
   included: SearchEntry[];
+  /** With `_offset`: the parameters of the previous page (none on the first). */
+  previousCursor?: Record<string, string>;
   /** Number of matches: always with `_total=accurate|estimate` and `_summary=count` (or `_count=0`); also when the first page holds every match. */
   total?: number;
   /** Query parameters to add to the request for the next page; absent on the last page. */
@@ -47,12 +49,17 @@ export async function executeSearch(
     const page = more ? rows.slice(0, req.count) : rows;
     result.matches = page.map((r) => ({ resourceType: r.resource_type, id: r.id, json: r.json }));
     const last = page[page.length - 1];
-    if (more && last) {
+    if (more && last && req.offset !== undefined) {
+      // Offset paging stays offset paging: the next page is the next offset.
+      result.nextCursor = { _offset: String(req.offset + req.count) };
+    } else if (more && last) {
       const keyCount = Math.max(1, req.sort.length);
       const keys = Array.from({ length: keyCount }, (_, i) => (last[`k${i}`] ?? null) as string | null);
       result.nextCursor = { _cursor: encodeCursor({ rid: Number(last.rid), keys }) };
     }
-    if (!more && !req.cursor && !wantTotal) result.total = page.length;
+    if (req.offset !== undefined && req.offset > 0)
+      result.previousCursor = { _offset: String(Math.max(0, req.offset - req.count)) };
+    if (!more && !req.cursor && !wantTotal) result.total = (req.offset ?? 0) + page.length;
     if (page.length > 0) result.included = await includes(db, req, scope, page);
   }
   if (wantTotal) {

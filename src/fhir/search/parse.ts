@@ -19,6 +19,11 @@ export type { SearchRequest, SearchFilter, FilterValue, SortKey, IncludeSpec, Pr
 
 export const DEFAULT_COUNT = 20;
 export const MAX_COUNT = 1000;
+/**
+ * The largest `_offset`: an offset page costs the rows it skips, so deep pages use the `next` link's `_cursor`,
+ * which costs the same on every page.
+ */
+export const MAX_OFFSET = 10_000;
 
 /**
  * Cost limits of one search (issue 12: 100 `name:contains` filters in one GET held the embedded database for 27 s).
@@ -136,6 +141,9 @@ export function parseSearchRequest(
       case '_cursor':
         cursorText = last;
         continue;
+      case '_offset':
+        req.offset = parseOffset(last);
+        continue;
       case '_include':
       case '_include:iterate':
         for (const v of list) req.include.push(...parseInclude(resourceType, v, false));
@@ -150,6 +158,8 @@ export function parseSearchRequest(
       req.filters.push(parseFilter(resourceType, key, value, true));
     }
   }
+  if (cursorText && req.offset !== undefined)
+    throw bad('Use _offset or _cursor, not both', 'offset-and-cursor');
   if (cursorText) req.cursor = decodeCursor(cursorText, Math.max(1, req.sort.length));
   assertWithinLimits(req);
   return req;
@@ -186,6 +196,18 @@ function assertWithinLimits(req: SearchRequest): void {
 function parseCount(v: string): number {
   if (!/^\d+$/.test(v)) throw bad(`Invalid _count '${v}': expected a non-negative integer`, 'bad-count');
   return Math.min(Number(v), MAX_COUNT);
+}
+
+function parseOffset(v: string): number {
+  if (!/^\d{1,9}$/.test(v))
+    throw bad(`Invalid _offset '${v.slice(0, 32)}': expected a non-negative integer`, 'bad-offset');
+  const n = Number(v);
+  if (n > MAX_OFFSET)
+    throw bad(
+      `_offset ${n} is beyond the largest offset, ${MAX_OFFSET}: page further with the next link (_cursor)`,
+      'offset-too-large',
+    );
+  return n;
 }
 
 function parseSort(resourceType: string, v: string): SortKey[] {

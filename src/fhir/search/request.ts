@@ -80,6 +80,8 @@ export interface SearchRequest {
   revinclude: IncludeSpec[];
   /** Decoded `_cursor`: the sort key values (as text) and rid of the last row of the previous page. */
   cursor?: { keys: (string | null)[]; rid: number };
+  /** `_offset`: rows skipped before the page (offset paging, as MedplumClient asks; at most MAX_OFFSET). */
+  offset?: number;
   /**
    * Not from the query string: top-level properties left out of each match's JSON text (a partial resource then),
    * for callers that read a few elements of many rows ($csv).

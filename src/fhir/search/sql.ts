@@ -304,6 +304,11 @@ function orderBy(keys: KeyExpr[], names: string[], rid: string): string {
   ].join(', ');
 }
 
+/** ` OFFSET n` for offset paging (`_offset`), or nothing. */
+function offset(req: SearchRequest, b: Builder): string {
+  return req.offset ? ` OFFSET ${b.p(req.offset, 'int')}` : '';
+}
+
 /** Rows strictly after the cursor in ORDER BY (keys..., rid), with NULLS LAST ascending / NULLS FIRST descending. */
 function afterCursor(
   keys: KeyExpr[],
@@ -362,13 +367,13 @@ export function searchSql(req: SearchRequest, scope: AccessScope, limit = req.co
       : '';
     const text =
       `SELECT r.rid, r.resource_type, r.id, ${contentText(req, b)} AS json, r.last_updated::text AS k0 FROM resources r ` +
-      `WHERE ${where}${after} ORDER BY r.last_updated, r.rid LIMIT ${b.p(limit, 'int')}`;
+      `WHERE ${where}${after} ORDER BY r.last_updated, r.rid LIMIT ${b.p(limit, 'int')}${offset(req, b)}`;
     return { text, values: b.values };
   }
   // Sort keys are computed per match; the page's rids are chosen first so only they are read and serialised.
   const cols = keys.map((k, i) => `${k.expr} AS ${names[i]}`).join(', ');
   const after = req.cursor ? ` WHERE ${afterCursor(keys, names, 'q.rid', req.cursor, b)}` : '';
-  const inner = `SELECT q.* FROM (SELECT r.rid, ${cols} FROM resources r WHERE ${where}) q${after} ORDER BY ${orderBy(keys, names, 'q.rid')} LIMIT ${b.p(limit, 'int')}`;
+  const inner = `SELECT q.* FROM (SELECT r.rid, ${cols} FROM resources r WHERE ${where}) q${after} ORDER BY ${orderBy(keys, names, 'q.rid')} LIMIT ${b.p(limit, 'int')}${offset(req, b)}`;
   const keyCols = names.map((n) => `p.${n}::text AS ${n}`).join(', ');
   const text =
     `WITH p AS (${inner}) SELECT p.rid, r.resource_type, r.id, ${contentText(req, b)} AS json, ${keyCols} ` +

@@ -1,0 +1,90 @@
+// Search paging through HTTP (issue 14 point 3): `_offset` with `_count` (bounded by MAX_OFFSET), and `first`,
+// `previous` and `next` links that walk every match once; cursor pages name their first page too.
+import { beforeAll, describe, expect, it } from 'vitest';
+import { MAX_OFFSET } from '../../src/fhir/search/parse.js';
+import { testDatabases } from '../support/db.js';
+import { createEntry, postBundle, useProjectApp } from '../support/app.js';
+
+type Bundle = {
+  total?: number;
+  link: { relation: string; url: string }[];
+  entry?: { resource: { id: string } }[];
+};
+
+describe.each(testDatabases())('search paging on $name', (database) => {
+  const ctx = useProjectApp(database);
+  const family = `Pager${Date.now()}`;
+  let all: string[] = [];
+
+  const get = async (url: string): Promise<Bundle> => {
+    const res = await ctx.t.request({
+      method: 'GET',
+      url: url.replace('http://cinder.test', ''),
+      token: ctx.token,
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    return res.json() as Bundle;
+  };
+  const link = (b: Bundle, relation: string): string | undefined =>
+    b.link.find((l) => l.relation === relation)?.url;
+  const ids = (b: Bundle): string[] => (b.entry ?? []).map((e) => e.resource.id);
+
+  beforeAll(async () => {
+    const res = await postBundle(
+      ctx.t,
+      ctx.token,
+      'transaction',
+      Array.from({ length: 7 }, (_, i) =>
+        createEntry({ resourceType: 'Patient', name: [{ family, given: [`G${i}`] }] }),
+      ),
+    );
+    expect(res.statusCode).toBe(200);
+    all = ids(await get(`${ctx.t.fhir}/Patient?family=${family}&_count=100`));
+    expect(all).toHaveLength(7);
+  });
+
+  it('pages with _offset and _count, following next and previous links', async () => {
+    const first = await get(`${ctx.t.fhir}/Patient?family=${family}&_count=3&_offset=0`);
+    expect(ids(first)).toEqual(all.slice(0, 3));
+    expect(link(first, 'previous')).toBeUndefined();
+    const seen = [...ids(first)];
+    let page = first;
+    const pages: Bundle[] = [first];
+    for (let next = link(page, 'next'); next; next = link(page, 'next')) {
+      expect(new URL(next).searchParams.get('_offset')).toBe(String(seen.length));
+      page = await get(next);
+      pages.push(page);
+      seen.push(...ids(page));
+      expect(new URL(link(page, 'first') as string).searchParams.get('_offset')).toBeNull();
+    }
+    expect(seen).toEqual(all);
+    expect(pages).toHaveLength(3);
+    const last = pages[2] as Bundle;
+    expect(last.total).toBe(7);
+    const back = await get(link(last, 'previous') as string);
+    expect(ids(back)).toEqual(all.slice(3, 6));
+    expect(ids(await get(link(back, 'previous') as string))).toEqual(all.slice(0, 3));
+    expect(ids(await get(link(last, 'first') as string))).toEqual(all.slice(0, 3));
+  });
+
+  it('names the first page on cursor pages too', async () => {
+    const first = await get(`${ctx.t.fhir}/Patient?family=${family}&_count=4`);
+    const second = await get(link(first, 'next') as string);
+    expect(ids(second)).toEqual(all.slice(4));
+    expect(ids(await get(link(second, 'first') as string))).toEqual(all.slice(0, 4));
+  });
+
+  it('refuses an offset beyond the maximum, a negative one, and _offset with _cursor', async () => {
+    for (const q of [`_offset=${MAX_OFFSET + 1}`, '_offset=-1', '_offset=x', '_offset=0&_cursor=abc']) {
+      const res = await ctx.t.request({
+        method: 'GET',
+        url: `${ctx.t.fhir}/Patient?family=${family}&${q}`,
+        token: ctx.token,
+      });
+      expect(res.statusCode, q).toBe(400);
+      expect(res.json().resourceType).toBe('OperationOutcome');
+    }
+    const deep = await get(`${ctx.t.fhir}/Patient?family=${family}&_offset=${MAX_OFFSET}`);
+    expect(ids(deep)).toEqual([]);
+  });
+});
