@@ -86,6 +86,8 @@ export function capabilityStatement(fhirBase: string, now: Date): Record<string,
           updateCreate: true,
           conditionalCreate: true,
           conditionalRead: 'full-support',
+          conditionalUpdate: true,
+          conditionalDelete: 'single',
           searchInclude: ['*'],
           searchParam: searchParamsOf(type)
             .filter((p) => p.type !== 'composite' && p.type !== 'special')

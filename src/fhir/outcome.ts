@@ -26,7 +26,8 @@ export type IssueCode =
   | 'informational'
   | 'too-costly'
   | 'business-rule'
-  | 'incomplete';
+  | 'incomplete'
+  | 'multiple-matches';
 
 export interface OperationOutcomeIssue {
   severity: IssueSeverity;
@@ -60,6 +61,7 @@ const STATUS_BY_CODE: Record<IssueCode, number> = {
   'not-found': 404,
   deleted: 410,
   duplicate: 409,
+  'multiple-matches': 412,
   conflict: 409,
   'too-costly': 422,
   throttled: 429,

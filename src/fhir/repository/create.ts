@@ -46,14 +46,14 @@ export function parseConditionQuery(text: string): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   for (const [k, v] of new URLSearchParams(q)) (out[k] ??= []).push(v);
   if (Object.keys(out).length === 0) {
-    throw new FhirError('invalid', 'The If-None-Exist condition is empty', 'rest.conditional-empty');
+    throw new FhirError('invalid', 'The search condition is empty', 'rest.conditional-empty');
   }
   return out;
 }
 
 /**
- * Finds what a conditional create's criteria match (at most two, which is enough to decide). The caller must be
- * allowed to create the type (checked first: the answer would otherwise show what the caller cannot write, e.g.
+ * Finds what a conditional create's (update's, delete's) criteria match (at most two, enough to decide). The caller must be
+ * allowed to write the type so (checked first: the answer would otherwise show what the caller cannot write, e.g.
  * a member's condition on ClientApplication), and the search runs with the caller's read access, as its own search
  * would (members find only the AsyncJobs they started; chained parameters need read access to their targets).
  */
@@ -62,8 +62,9 @@ export async function matchCondition(
   ctx: RepoContext,
   resourceType: string,
   condition: string,
+  interaction: 'create' | 'update' | 'delete' = 'create',
 ): Promise<{ resourceType: string; id: string; json: string }[]> {
-  assertWrite(ctx.actor, resourceType, 'create');
+  assertWrite(ctx.actor, resourceType, interaction);
   const scope = searchScope(ctx.actor, ctx.author, resourceType, ctx.scope);
   const query = { ...parseConditionQuery(condition), _count: '2' };
   const req = parseSearchRequest(resourceType, query);

@@ -6,6 +6,7 @@ import { capabilityStatement } from '../../fhir/capabilities.js';
 import { FhirError } from '../../fhir/outcome.js';
 import { processBatch } from '../../fhir/repository/batch.js';
 import type { RepoContext } from '../../fhir/repository/context.js';
+import { conditionalDelete, conditionalPatch, conditionalUpdate } from '../../fhir/repository/conditional.js';
 import { createResource } from '../../fhir/repository/create.js';
 import { deleteResource } from '../../fhir/repository/delete.js';
 import { history } from '../../fhir/repository/history.js';
@@ -205,11 +206,38 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     );
   });
 
+  // Conditional update, patch and delete: the query string is the search that picks the resource; without one
+  // these methods are not allowed on a type.
+  const condition = (req: FastifyRequest): string => {
+    const q = req.url.split('?')[1] ?? '';
+    return q === '' ? methodNotAllowed(req) : q;
+  };
+  app.put<P<{ type: string }>>('/:type', async (req, reply) => {
+    assertType(req.params.type);
+    const cond = condition(req);
+    const body = assertBody(req.body, req.params.type);
+    return send(
+      reply,
+      preferReturn(req, await conditionalUpdate(deps.db, ctx(req), req.params.type, cond, body)),
+    );
+  });
+  app.patch<P<{ type: string }>>('/:type', async (req, reply) => {
+    assertType(req.params.type);
+    const cond = condition(req);
+    return send(
+      reply,
+      preferReturn(req, await conditionalPatch(deps.db, ctx(req), req.params.type, cond, req.body)),
+    );
+  });
+  app.delete<P<{ type: string }>>('/:type', async (req, reply) => {
+    assertType(req.params.type);
+    return send(reply, await conditionalDelete(deps.db, ctx(req), req.params.type, condition(req)));
+  });
+
   // Everything else on these paths is a 405 with an OperationOutcome (not Fastify's plain 404).
   const writes = ['POST', 'PUT', 'DELETE', 'PATCH'] as const;
   const notAllowed: [string, readonly ('POST' | 'PUT' | 'DELETE' | 'PATCH')[]][] = [
     ['/', ['PUT', 'DELETE', 'PATCH']],
-    ['/:type', ['PUT', 'DELETE', 'PATCH']],
     ['/:type/:id', ['POST']],
     ['/:type/_history', writes],
     ['/:type/:id/_history', writes],

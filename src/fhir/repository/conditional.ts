@@ -1,0 +1,90 @@
+// Conditional update, patch and delete (https://hl7.org/fhir/R4/http.html#cond-update, #patch, #3.1.0.7.1): the
+// search criteria of the URL pick the resource. Update: no match creates (with the body's id, as an update as
+// create), one match is updated (a different id in the body is 400); patch: one match is patched, none is 404;
+// delete: one match is deleted, none changes nothing (200). Several matches are 412 for all three. The match and the
+// write share one transaction, and the match runs with the caller's read access.
+import type { Db } from '../../storage/db.js';
+import { FhirError, outcome } from '../outcome.js';
+import type { FhirResult } from '../result.js';
+import type { Resource } from '../types.js';
+import type { RepoContext } from './context.js';
+import { commitCreates, createdResult, matchCondition } from './create.js';
+import { deleteInTx } from './delete.js';
+import { patchInTx } from './patch.js';
+import { prepareWrite } from './prepare.js';
+import { updateInTx } from './update.js';
+
+const several = (what: string, code: string): FhirError =>
+  new FhirError(
+    'multiple-matches',
+    `The criteria of the conditional ${what} matched more than one resource`,
+    code,
+  );
+
+export function conditionalUpdate(
+  db: Db,
+  ctx: RepoContext,
+  resourceType: string,
+  condition: string,
+  input: Resource,
+): Promise<FhirResult> {
+  return db.transaction(async (tx) => {
+    const found = await matchCondition(tx, ctx, resourceType, condition, 'update');
+    if (found.length > 1) throw several('update', 'rest.cupdate-multiple');
+    const hit = found[0];
+    if (hit) {
+      if (input.id !== undefined && input.id !== hit.id)
+        throw new FhirError(
+          'invalid',
+          `The resource id (${String(input.id).slice(0, 64)}) is not the id of the resource the criteria match`,
+          'rest.cupdate-id',
+          { expression: [`${resourceType}.id`] },
+        );
+      return updateInTx(tx, ctx, resourceType, hit.id, { ...input, id: hit.id });
+    }
+    if (typeof input.id === 'string') return updateInTx(tx, ctx, resourceType, input.id, input);
+    const prepared = prepareWrite(ctx, input, ctx.newId(), 1, ctx.clock());
+    await commitCreates(tx, ctx, [prepared]);
+    return createdResult(prepared);
+  });
+}
+
+export function conditionalPatch(
+  db: Db,
+  ctx: RepoContext,
+  resourceType: string,
+  condition: string,
+  ops: unknown,
+): Promise<FhirResult> {
+  return db.transaction(async (tx) => {
+    const found = await matchCondition(tx, ctx, resourceType, condition, 'update');
+    if (found.length > 1) throw several('patch', 'rest.cpatch-multiple');
+    const hit = found[0];
+    if (!hit)
+      throw new FhirError(
+        'not-found',
+        'The criteria of the conditional patch matched nothing',
+        'rest.cpatch-none',
+      );
+    return patchInTx(tx, ctx, resourceType, hit.id, ops);
+  });
+}
+
+export function conditionalDelete(
+  db: Db,
+  ctx: RepoContext,
+  resourceType: string,
+  condition: string,
+): Promise<FhirResult> {
+  return db.transaction(async (tx) => {
+    const found = await matchCondition(tx, ctx, resourceType, condition, 'delete');
+    if (found.length > 1) throw several('delete', 'rest.cdelete-multiple');
+    const hit = found[0];
+    if (!hit)
+      return {
+        status: 200,
+        body: outcome('information', 'informational', 'Nothing matched: nothing was deleted'),
+      };
+    return deleteInTx(tx, ctx, resourceType, hit.id);
+  });
+}
