@@ -118,6 +118,71 @@ describe.each(testDatabases())('conditional writes on $name', (database) => {
     expect(member.statusCode).toBe(403);
   });
 
+  it('batch and transaction entries take conditional URLs and read preconditions', async () => {
+    const bundle = (type: 'batch' | 'transaction', entry: unknown[]) =>
+      ctx.t.request({
+        method: 'POST',
+        url: ctx.t.fhir,
+        token: ctx.token,
+        payload: { resourceType: 'Bundle', type, entry },
+      });
+    const b = await bundle('batch', [
+      { resource: patient('b-1', 'Batch'), request: { method: 'PUT', url: `Patient?${q('b-1')}` } },
+      { request: { method: 'DELETE', url: `Patient?${q('dup')}` } },
+      { request: { method: 'DELETE', url: 'Patient' } },
+    ]);
+    expect(b.statusCode, b.body).toBe(200);
+    const statuses = (b.json().entry as { response: { status: string } }[]).map((e) => e.response.status);
+    expect(statuses[0]).toMatch(/^201/);
+    expect(statuses[1]).toMatch(/^412/);
+    expect(statuses[2]).toMatch(/^400/);
+    const id = (await search(q('b-1')))[0]?.id as string;
+    // The transaction's conditional PUT names the existing Patient, and a reference to its fullUrl follows.
+    const tx = await bundle('transaction', [
+      {
+        fullUrl: 'urn:uuid:3c4a9d1e-0000-4000-8000-000000000001',
+        resource: patient('b-1', 'Again'),
+        request: { method: 'PUT', url: `Patient?${q('b-1')}` },
+      },
+      {
+        resource: {
+          resourceType: 'Observation',
+          status: 'final',
+          code: { text: 'x' },
+          subject: { reference: 'urn:uuid:3c4a9d1e-0000-4000-8000-000000000001' },
+        },
+        request: { method: 'POST', url: 'Observation' },
+      },
+      { request: { method: 'DELETE', url: `Patient?${q('nobody-here')}` } },
+    ]);
+    expect(tx.statusCode, tx.body).toBe(200);
+    const entries = tx.json().entry as { response: { status: string; location?: string } }[];
+    expect(entries[0]?.response.status).toMatch(/^200/);
+    const obsId = /^Observation\/([^/]+)/.exec(entries[1]?.response.location ?? '')?.[1] as string;
+    const obs = await ctx.t.request({
+      method: 'GET',
+      url: `${ctx.t.fhir}/Observation/${obsId}`,
+      token: ctx.token,
+    });
+    expect(obs.json().subject.reference).toBe(`Patient/${id}`);
+    expect((await search(q('b-1')))[0]?.name[0]?.family).toBe('Again');
+    // GET entries answer 304 when the client's version is current.
+    const reads = await bundle('batch', [
+      { request: { method: 'GET', url: `Patient/${id}`, ifNoneMatch: 'W/"2"' } },
+      { request: { method: 'GET', url: `Patient/${id}`, ifNoneMatch: 'W/"1"' } },
+      {
+        request: {
+          method: 'GET',
+          url: `Patient/${id}`,
+          ifModifiedSince: new Date(Date.now() + 60_000).toUTCString(),
+        },
+      },
+    ]);
+    const r = reads.json().entry as { response: { status: string }; resource?: unknown }[];
+    expect(r.map((e) => e.response.status.slice(0, 3))).toEqual(['304', '200', '304']);
+    expect(r[0]?.resource).toBeUndefined();
+  });
+
   it('says so in the CapabilityStatement', async () => {
     const cs = await ctx.t.request({ method: 'GET', url: `${ctx.t.fhir}/metadata`, token: null });
     const p = (cs.json().rest[0].resource as Record<string, unknown>[]).find((r) => r.type === 'Patient');

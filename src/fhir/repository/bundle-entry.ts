@@ -6,6 +6,8 @@ import { FhirError, type OperationOutcome } from '../outcome.js';
 import { RawJson, type FhirResult } from '../result.js';
 import type { Resource } from '../types.js';
 import type { RepoContext } from './context.js';
+import { notModified } from '../not-modified.js';
+import { conditionalDeleteInTx, conditionalPatchInTx, conditionalUpdateInTx } from './conditional.js';
 import { deleteInTx } from './delete.js';
 import { history } from './history.js';
 import { patchInTx } from './patch.js';
@@ -28,6 +30,11 @@ export interface ParsedEntry {
   resource?: Resource;
   ifNoneExist?: string;
   ifMatch?: string;
+  /** GET: conditional read (answers 304 when the client's version is current). */
+  ifNoneMatch?: string;
+  ifModifiedSince?: string;
+  /** PUT, PATCH, DELETE on `Type?search`: the search that picks the resource (conditional update/patch/delete). */
+  condition?: string;
 }
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']);
@@ -74,12 +81,12 @@ export function parseEntry(raw: unknown, index: number, fhirBase: string): Parse
   if (e.resource !== undefined) out.resource = assertBody(e.resource);
   if (typeof req?.ifNoneExist === 'string') out.ifNoneExist = req.ifNoneExist;
   if (typeof req?.ifMatch === 'string') out.ifMatch = req.ifMatch;
+  if (typeof req?.ifNoneMatch === 'string') out.ifNoneMatch = req.ifNoneMatch;
+  if (typeof req?.ifModifiedSince === 'string') out.ifModifiedSince = req.ifModifiedSince;
   if ((method === 'PUT' || method === 'DELETE' || method === 'PATCH') && !out.id) {
-    throw bad(
-      index,
-      `${method} needs a url of the form Type/id (conditional ${method} is not supported)`,
-      'bundle.entry-url',
-    );
+    if (out.action || qs === '')
+      throw bad(index, `${method} needs a url of the form Type/id or Type?search`, 'bundle.entry-url');
+    out.condition = qs;
   }
   if ((method === 'POST' || method === 'PUT') && !out.resource)
     throw bad(index, `${method} needs a resource`, 'bundle.entry-resource');
@@ -117,7 +124,9 @@ export async function runEntry(tx: Queryable, ctx: RepoContext, e: ParsedEntry):
     case 'HEAD':
       if (e.action === '_history') {
         return e.versionId
-          ? vreadResource(tx, ctx, e.type, e.id as string, e.versionId)
+          ? notModified(await vreadResource(tx, ctx, e.type, e.id as string, e.versionId), {
+              ...(e.ifNoneMatch !== undefined ? { ifNoneMatch: e.ifNoneMatch } : {}),
+            })
           : history(
               tx,
               ctx,
@@ -127,9 +136,16 @@ export async function runEntry(tx: Queryable, ctx: RepoContext, e: ParsedEntry):
               `${ctx.fhirBase}/${e.type}${e.id ? `/${e.id}` : ''}/_history`,
             );
       }
-      if (e.id) return readResource(tx, ctx, e.type, e.id);
+      if (e.id) {
+        const pre = {
+          ...(e.ifNoneMatch !== undefined ? { ifNoneMatch: e.ifNoneMatch } : {}),
+          ...(e.ifModifiedSince !== undefined ? { ifModifiedSince: e.ifModifiedSince } : {}),
+        };
+        return notModified(await readResource(tx, ctx, e.type, e.id), pre);
+      }
       return searchResources(tx, ctx, e.type, e.query, `${ctx.fhirBase}/${e.type}`);
     case 'PUT':
+      if (e.condition) return conditionalUpdateInTx(tx, ctx, e.type, e.condition, e.resource as Resource);
       return updateInTx(
         tx,
         ctx,
@@ -139,8 +155,10 @@ export async function runEntry(tx: Queryable, ctx: RepoContext, e: ParsedEntry):
         e.ifMatch,
       );
     case 'PATCH':
+      if (e.condition) return conditionalPatchInTx(tx, ctx, e.type, e.condition, patchOps(e));
       return patchInTx(tx, ctx, e.type, e.id as string, patchOps(e), e.ifMatch);
     case 'DELETE':
+      if (e.condition) return conditionalDeleteInTx(tx, ctx, e.type, e.condition);
       return deleteInTx(tx, ctx, e.type, e.id as string);
     default:
       throw bad(e.index, `unexpected method ${e.method}`, 'bundle.entry-unexpected');
@@ -151,6 +169,7 @@ const REASONS: Record<number, string> = {
   200: 'OK',
   201: 'Created',
   204: 'No Content',
+  304: 'Not Modified',
   400: 'Bad Request',
   401: 'Unauthorized',
   403: 'Forbidden',

@@ -3,7 +3,7 @@
 // create), one match is updated (a different id in the body is 400); patch: one match is patched, none is 404;
 // delete: one match is deleted, none changes nothing (200). Several matches are 412 for all three. The match and the
 // write share one transaction, and the match runs with the caller's read access.
-import type { Db } from '../../storage/db.js';
+import type { Db, Queryable } from '../../storage/db.js';
 import { FhirError, outcome } from '../outcome.js';
 import type { FhirResult } from '../result.js';
 import type { Resource } from '../types.js';
@@ -21,70 +21,101 @@ const several = (what: string, code: string): FhirError =>
     code,
   );
 
-export function conditionalUpdate(
-  db: Db,
+/**
+ * The id a conditional update writes: the one resource the criteria match (a different id in the body is 400), or,
+ * with no match, the body's id (update as create) or undefined (a plain create). Several matches are 412.
+ */
+export async function conditionalUpdateTarget(
+  tx: Queryable,
+  ctx: RepoContext,
+  resourceType: string,
+  condition: string,
+  input: Resource,
+): Promise<string | undefined> {
+  const found = await matchCondition(tx, ctx, resourceType, condition, 'update');
+  if (found.length > 1) throw several('update', 'rest.cupdate-multiple');
+  const hit = found[0];
+  if (!hit) return typeof input.id === 'string' ? input.id : undefined;
+  if (input.id !== undefined && input.id !== hit.id)
+    throw new FhirError(
+      'invalid',
+      `The resource id (${String(input.id).slice(0, 64)}) is not the id of the resource the criteria match`,
+      'rest.cupdate-id',
+      { expression: [`${resourceType}.id`] },
+    );
+  return hit.id;
+}
+
+export async function conditionalUpdateInTx(
+  tx: Queryable,
   ctx: RepoContext,
   resourceType: string,
   condition: string,
   input: Resource,
 ): Promise<FhirResult> {
-  return db.transaction(async (tx) => {
-    const found = await matchCondition(tx, ctx, resourceType, condition, 'update');
-    if (found.length > 1) throw several('update', 'rest.cupdate-multiple');
-    const hit = found[0];
-    if (hit) {
-      if (input.id !== undefined && input.id !== hit.id)
-        throw new FhirError(
-          'invalid',
-          `The resource id (${String(input.id).slice(0, 64)}) is not the id of the resource the criteria match`,
-          'rest.cupdate-id',
-          { expression: [`${resourceType}.id`] },
-        );
-      return updateInTx(tx, ctx, resourceType, hit.id, { ...input, id: hit.id });
-    }
-    if (typeof input.id === 'string') return updateInTx(tx, ctx, resourceType, input.id, input);
-    const prepared = prepareWrite(ctx, input, ctx.newId(), 1, ctx.clock());
-    await commitCreates(tx, ctx, [prepared]);
-    return createdResult(prepared);
-  });
+  const id = await conditionalUpdateTarget(tx, ctx, resourceType, condition, input);
+  if (id !== undefined) return updateInTx(tx, ctx, resourceType, id, { ...input, id });
+  const prepared = prepareWrite(ctx, input, ctx.newId(), 1, ctx.clock());
+  await commitCreates(tx, ctx, [prepared]);
+  return createdResult(prepared);
 }
 
-export function conditionalPatch(
-  db: Db,
+export async function conditionalPatchInTx(
+  tx: Queryable,
   ctx: RepoContext,
   resourceType: string,
   condition: string,
   ops: unknown,
 ): Promise<FhirResult> {
-  return db.transaction(async (tx) => {
-    const found = await matchCondition(tx, ctx, resourceType, condition, 'update');
-    if (found.length > 1) throw several('patch', 'rest.cpatch-multiple');
-    const hit = found[0];
-    if (!hit)
-      throw new FhirError(
-        'not-found',
-        'The criteria of the conditional patch matched nothing',
-        'rest.cpatch-none',
-      );
-    return patchInTx(tx, ctx, resourceType, hit.id, ops);
-  });
+  const found = await matchCondition(tx, ctx, resourceType, condition, 'update');
+  if (found.length > 1) throw several('patch', 'rest.cpatch-multiple');
+  const hit = found[0];
+  if (!hit)
+    throw new FhirError(
+      'not-found',
+      'The criteria of the conditional patch matched nothing',
+      'rest.cpatch-none',
+    );
+  return patchInTx(tx, ctx, resourceType, hit.id, ops);
 }
 
-export function conditionalDelete(
-  db: Db,
+export async function conditionalDeleteInTx(
+  tx: Queryable,
   ctx: RepoContext,
   resourceType: string,
   condition: string,
 ): Promise<FhirResult> {
-  return db.transaction(async (tx) => {
-    const found = await matchCondition(tx, ctx, resourceType, condition, 'delete');
-    if (found.length > 1) throw several('delete', 'rest.cdelete-multiple');
-    const hit = found[0];
-    if (!hit)
-      return {
-        status: 200,
-        body: outcome('information', 'informational', 'Nothing matched: nothing was deleted'),
-      };
-    return deleteInTx(tx, ctx, resourceType, hit.id);
-  });
+  const found = await matchCondition(tx, ctx, resourceType, condition, 'delete');
+  if (found.length > 1) throw several('delete', 'rest.cdelete-multiple');
+  const hit = found[0];
+  if (!hit)
+    return {
+      status: 200,
+      body: outcome('information', 'informational', 'Nothing matched: nothing was deleted'),
+    };
+  return deleteInTx(tx, ctx, resourceType, hit.id);
 }
+
+export const conditionalUpdate = (
+  db: Db,
+  ctx: RepoContext,
+  resourceType: string,
+  condition: string,
+  input: Resource,
+): Promise<FhirResult> =>
+  db.transaction((tx) => conditionalUpdateInTx(tx, ctx, resourceType, condition, input));
+
+export const conditionalPatch = (
+  db: Db,
+  ctx: RepoContext,
+  resourceType: string,
+  condition: string,
+  ops: unknown,
+): Promise<FhirResult> => db.transaction((tx) => conditionalPatchInTx(tx, ctx, resourceType, condition, ops));
+
+export const conditionalDelete = (
+  db: Db,
+  ctx: RepoContext,
+  resourceType: string,
+  condition: string,
+): Promise<FhirResult> => db.transaction((tx) => conditionalDeleteInTx(tx, ctx, resourceType, condition));

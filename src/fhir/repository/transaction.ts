@@ -15,6 +15,7 @@ import {
   type ParsedEntry,
 } from './bundle-entry.js';
 import type { RepoContext } from './context.js';
+import { conditionalUpdateTarget } from './conditional.js';
 import { commitCreates, createdResult, matchCondition } from './create.js';
 import { prepareWrite, type PreparedWrite } from './prepare.js';
 
@@ -104,6 +105,23 @@ export async function processTransaction(
           }
           const id = ctx.newId();
           creates.push({ e, id });
+          if (e.fullUrl) idMap.set(e.fullUrl, `${e.type}/${id}`);
+        } else if (e.method === 'PUT' && e.condition) {
+          // A conditional update is resolved first, so that references to its fullUrl name what it writes: the
+          // matching resource, the body's id, or a new one (then an update as create).
+          const target = await conditionalUpdateTarget(
+            tx,
+            ctx,
+            e.type,
+            e.condition,
+            e.resource as Resource,
+          ).catch((err: unknown) => {
+            throw inEntry(e, err);
+          });
+          const id = target ?? ctx.newId();
+          e.id = id;
+          e.resource = { ...(e.resource as Resource), id };
+          delete e.condition;
           if (e.fullUrl) idMap.set(e.fullUrl, `${e.type}/${id}`);
         } else if (e.method === 'PUT' && e.fullUrl) {
           idMap.set(e.fullUrl, `${e.type}/${e.id as string}`);
