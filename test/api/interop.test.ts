@@ -61,4 +61,32 @@ describe.each(testDatabases())('third-party clients on $name', (database) => {
     const bundle = await medplum.search('Patient', { family: 'Medplum' });
     expect(bundle.entry?.map((e: { resource?: { id?: string } }) => e.resource?.id)).toContain(created.id);
   });
+
+  it('MedplumClient upserts (conditional update), validates, and pages with _offset', async () => {
+    const medplum = new MedplumClient({ baseUrl: base, fetch, clientId: ADMIN_CLIENT_ID });
+    await medplum.startClientLogin(ADMIN_CLIENT_ID, ADMIN_CLIENT_SECRET);
+    const identifier = [{ system: 'https://example.org/interop', value: `up-${Date.now()}` }];
+    const query = `identifier=${identifier[0]?.system}|${identifier[0]?.value}`;
+    const first = await medplum.upsertResource(
+      { resourceType: 'Patient', identifier, name: [{ family: 'Up' }] },
+      query,
+    );
+    const second = await medplum.upsertResource(
+      { resourceType: 'Patient', identifier, name: [{ family: 'Upserted' }] },
+      query,
+    );
+    expect(second.id).toBe(first.id);
+    expect((second as { meta?: { versionId?: string } }).meta?.versionId).toBe('2');
+    const ok = await medplum.validateResource({ resourceType: 'Patient', name: [{ family: 'Valid' }] });
+    expect(ok.issue?.[0]?.severity).toBe('information');
+    const bad = await medplum.validateResource({ resourceType: 'Patient', gender: 42 } as never);
+    expect(bad.issue?.[0]).toMatchObject({ severity: 'error', expression: ['Patient.gender'] });
+    for (let i = 0; i < 3; i++)
+      await medplum.createResource({ resourceType: 'Patient', name: [{ family: 'OffsetPage' }] });
+    const page2 = await medplum.search('Patient', { family: 'OffsetPage', _count: '2', _offset: '2' });
+    expect(page2.entry).toHaveLength(1);
+    expect(page2.link?.find((l: { relation?: string }) => l.relation === 'previous')?.url).toContain(
+      '_offset=0',
+    );
+  });
 });
