@@ -20,9 +20,11 @@ export async function searchResources(
   resourceType: string,
   query: Record<string, string | string[] | undefined>,
   selfUrl: string,
+  opts: { compartment?: SearchRequest['compartment'] } = {},
 ): Promise<FhirResult> {
   const scope = searchScope(ctx.actor, ctx.author, resourceType, ctx.scope);
   const req = parseSearchRequest(resourceType, query);
+  if (opts.compartment) req.compartment = opts.compartment;
   assertChainsReadable(ctx.actor, chainedTypes(req));
   const result = await executeSearch(db, req, scope);
   // The self link names the search performed: a `_count` above the cap shows the cap.

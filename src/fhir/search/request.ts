@@ -80,6 +80,11 @@ export interface SearchRequest {
   revinclude: IncludeSpec[];
   /** Decoded `_cursor`: the sort key values (as text) and rid of the last row of the previous page. */
   cursor?: { keys: (string | null)[]; rid: number };
+  /**
+   * Not from the query string: a compartment search (`GET Patient/<id>/Observation`) keeps resources that one of
+   * `params` references as `<type>/<id>` (`{def}`: the compartment's own resource).
+   */
+  compartment?: { type: string; id: string; params: readonly string[] };
   /** `_offset`: rows skipped before the page (offset paging, as MedplumClient asks; at most MAX_OFFSET). */
   offset?: number;
   /**

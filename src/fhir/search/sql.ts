@@ -252,8 +252,24 @@ function whereClause(req: SearchRequest, scope: AccessScope, b: Builder): string
         `AND coalesce(mp.content->>'active', 'true') <> 'false')`,
     );
   }
+  if (req.compartment) conds.push(compartmentCondition(req.compartment, b));
   for (const f of req.filters) conds.push(filterCondition(req.resourceType, f, 'r', b, scope));
   return conds.join(' AND ');
+}
+
+/** A row `r` in the compartment: one of the params references its resource (`{def}`: it is that resource). */
+function compartmentCondition(c: NonNullable<SearchRequest['compartment']>, b: Builder): string {
+  const params = c.params.filter((p) => p !== '{def}');
+  const x = b.alias('c');
+  const alternatives =
+    params.length > 0
+      ? [
+          `EXISTS (SELECT 1 FROM sp_reference ${x} WHERE ${x}.rid = r.rid AND ${x}.code = ANY(${b.p(params, 'text[]')}) ` +
+            `AND ${x}.target_type = ${b.p(c.type)} AND ${x}.target_id = ${b.p(c.id)})`,
+        ]
+      : [];
+  if (c.params.includes('{def}')) alternatives.push(`r.id = ${b.p(c.id)}`);
+  return or(alternatives);
 }
 
 /**

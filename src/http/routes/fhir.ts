@@ -7,6 +7,7 @@ import { FhirError } from '../../fhir/outcome.js';
 import { processBatch } from '../../fhir/repository/batch.js';
 import type { RepoContext } from '../../fhir/repository/context.js';
 import { conditionalDelete, conditionalPatch, conditionalUpdate } from '../../fhir/repository/conditional.js';
+import { searchCompartment } from '../../fhir/repository/compartment-search.js';
 import { createResource } from '../../fhir/repository/create.js';
 import { deleteResource } from '../../fhir/repository/delete.js';
 import { history } from '../../fhir/repository/history.js';
@@ -150,6 +151,22 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
       conditionalRead(req, await readResource(deps.db, ctx(req), req.params.type, req.params.id)),
     );
   });
+
+  // Compartment search: `Patient/<id>/Observation?…` (static paths such as `_history` and operations win).
+  app.get<P<{ type: string; id: string; target: string }>>('/:type/:id/:target', async (req, reply) =>
+    send(
+      reply,
+      await searchCompartment(
+        deps.db,
+        ctx(req),
+        req.params.type,
+        req.params.id,
+        req.params.target,
+        req.query,
+        selfUrl(deps, req),
+      ),
+    ),
+  );
 
   app.put<P<{ type: string; id: string }>>('/:type/:id', async (req, reply) => {
     assertType(req.params.type);
