@@ -74,4 +74,32 @@ describe.each(testDatabases())('compartments on $name', (database) => {
     // Instance history is not a compartment.
     expect((await get(`Patient/${p1.id as string}/_history`)).statusCode).toBe(200);
   });
+
+  it('Patient/<id>/$everything: the Patient and its compartment, with _type, _since and _count paging', async () => {
+    const pid = p1.id as string;
+    const all = sorted(p1, enc, obs.subject, obs.performer);
+    expect(await ids(`Patient/${pid}/$everything`)).toEqual(all);
+    expect(await ids(`Patient/${pid}/$everything?_type=Observation`)).toEqual(
+      sorted(obs.subject, obs.performer),
+    );
+    const future = new Date(Date.now() + 60_000).toISOString();
+    expect(await ids(`Patient/${pid}/$everything?_since=${encodeURIComponent(future)}`)).toEqual([]);
+    const seen: string[] = [];
+    let url: string | undefined = `Patient/${pid}/$everything?_count=2`;
+    for (let pages = 0; url; pages++) {
+      expect(pages).toBeLessThan(3);
+      const res = await get(url);
+      expect(res.statusCode, res.body).toBe(200);
+      const b = res.json() as {
+        entry?: { resource: { id: string } }[];
+        link: { relation: string; url: string }[];
+      };
+      seen.push(...(b.entry ?? []).map((e) => e.resource.id));
+      url = b.link.find((l) => l.relation === 'next')?.url.replace(`http://cinder.test${ctx.t.fhir}/`, '');
+    }
+    expect(seen.sort()).toEqual(all);
+    const other = await ctx.t.newProject();
+    expect((await get(`Patient/${pid}/$everything`, other.adminToken)).statusCode).toBe(404);
+    expect((await get(`Patient/${pid}/$everything?_count=x`)).statusCode).toBe(400);
+  });
 });

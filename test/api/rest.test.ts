@@ -315,7 +315,7 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
       { name: 'export', definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export' },
       { name: 'reindex', definition: 'http://cinder.test/fhir/R4/OperationDefinition/reindex' },
     ]);
-    expect(names('Patient')).toEqual(['csv', 'patient-export', 'validate']);
+    expect(names('Patient')).toEqual(['csv', 'everything', 'patient-export', 'validate']);
     expect(names('Group')).toEqual(['csv', 'group-export', 'validate']);
     expect(names('AsyncJob')).toEqual(['cancel', 'csv', 'validate']);
     expect(names('Project')).toEqual(['csv', 'expunge', 'validate']);

@@ -2,6 +2,7 @@
 // and the CapabilityStatement are derived from this list.
 import { cancelOperation } from './cancel.js';
 import { csvOperation } from './csv.js';
+import { everythingOperation } from './everything.js';
 import { exportOperations } from './export.js';
 import { expungeOperation } from './expunge.js';
 import type { OperationDefinition } from './operation.js';
@@ -16,4 +17,5 @@ export const OPERATIONS: readonly OperationDefinition[] = [
   csvOperation,
   validateOperation,
   validateInstanceOperation,
+  everythingOperation,
 ];
