@@ -27,6 +27,7 @@ const NOT_FILTERS = [
   '_fields',
   '_count',
   '_cursor',
+  '_offset',
   '_total',
   '_summary',
   '_elements',

@@ -6,8 +6,7 @@
 import type { Queryable } from '../../storage/db.js';
 import { canRead } from '../access.js';
 import { bundleToJson, type BundleEntryText } from '../bundle.js';
-import { compartmentParams } from '../definitions/compartments.js';
-import { COMPARTMENTS } from '../definitions/compartments.generated.js';
+import { patientCompartment } from '../definitions/patient-compartment.js';
 import { isResourceType } from '../definitions/index.js';
 import { FhirError } from '../outcome.js';
 import { readVisibleRow } from '../repository/read.js';
@@ -53,12 +52,13 @@ async function everything(db: Queryable, i: OperationInput): Promise<FhirResult>
   if (!patient || patient.deleted)
     throw new FhirError('not-found', `Not found: Patient/${id.slice(0, 64)}`, 'everything.not-found');
   // The compartment's types the caller may read (its role and its token's scopes), within `_type`.
-  const types = Object.keys(COMPARTMENTS.Patient ?? {}).filter(
+  const compartment = patientCompartment();
+  const types = [...compartment.keys()].filter(
     (t) => canRead(ctx.actor, t) && (!p.types || p.types.includes(t)),
   );
   const values: unknown[] = [];
   const bind = (v: unknown): string => `$${values.push(v)}`;
-  const pairs = types.flatMap((t) => compartmentParams('Patient', t).map((code) => `${t} ${code}`));
+  const pairs = types.flatMap((t) => (compartment.get(t) ?? []).map((code) => `${t} ${code}`));
   const self =
     !p.types || p.types.includes('Patient')
       ? `(r.resource_type = 'Patient' AND r.id = ${bind(id)})`
