@@ -14,12 +14,29 @@ import { patchInTx } from './patch.js';
 import { prepareWrite } from './prepare.js';
 import { updateInTx } from './update.js';
 
-const several = (what: string, code: string): FhirError =>
-  new FhirError(
-    'multiple-matches',
-    `The criteria of the conditional ${what} matched more than one resource`,
-    code,
+/** The one resource the criteria match, or undefined; several matches are `412 multiple-matches`. */
+async function singleMatch(
+  tx: Queryable,
+  ctx: RepoContext,
+  resourceType: string,
+  condition: string,
+  interaction: 'update' | 'patch' | 'delete',
+): Promise<{ id: string } | undefined> {
+  const found = await matchCondition(
+    tx,
+    ctx,
+    resourceType,
+    condition,
+    interaction === 'delete' ? 'delete' : 'update',
   );
+  if (found.length > 1)
+    throw new FhirError(
+      'multiple-matches',
+      `The criteria of the conditional ${interaction} matched more than one resource`,
+      `rest.c${interaction}-multiple`,
+    );
+  return found[0];
+}
 
 /**
  * The id a conditional update writes: the one resource the criteria match (a different id in the body is 400), or,
@@ -32,9 +49,7 @@ export async function conditionalUpdateTarget(
   condition: string,
   input: Resource,
 ): Promise<string | undefined> {
-  const found = await matchCondition(tx, ctx, resourceType, condition, 'update');
-  if (found.length > 1) throw several('update', 'rest.cupdate-multiple');
-  const hit = found[0];
+  const hit = await singleMatch(tx, ctx, resourceType, condition, 'update');
   if (!hit) return typeof input.id === 'string' ? input.id : undefined;
   if (input.id !== undefined && input.id !== hit.id)
     throw new FhirError(
@@ -67,9 +82,7 @@ export async function conditionalPatchInTx(
   condition: string,
   ops: unknown,
 ): Promise<FhirResult> {
-  const found = await matchCondition(tx, ctx, resourceType, condition, 'update');
-  if (found.length > 1) throw several('patch', 'rest.cpatch-multiple');
-  const hit = found[0];
+  const hit = await singleMatch(tx, ctx, resourceType, condition, 'patch');
   if (!hit)
     throw new FhirError(
       'not-found',
@@ -85,9 +98,7 @@ export async function conditionalDeleteInTx(
   resourceType: string,
   condition: string,
 ): Promise<FhirResult> {
-  const found = await matchCondition(tx, ctx, resourceType, condition, 'delete');
-  if (found.length > 1) throw several('delete', 'rest.cdelete-multiple');
-  const hit = found[0];
+  const hit = await singleMatch(tx, ctx, resourceType, condition, 'delete');
   if (!hit)
     return {
       status: 200,
