@@ -74,6 +74,56 @@ describe.each(testDatabases())('search paging on $name', (database) => {
     expect(ids(await get(link(second, 'first') as string))).toEqual(all.slice(0, 4));
   });
 
+  it('walks cursor pages back with previous links, in the default order and with _sort', async () => {
+    for (const sort of ['', '&_sort=-given', '&_sort=birthdate,_id']) {
+      const base = `${ctx.t.fhir}/Patient?family=${family}${sort}`;
+      const order = ids(await get(`${base}&_count=100`));
+      expect(order).toHaveLength(7);
+      const pages: Bundle[] = [await get(`${base}&_count=3`)];
+      expect(link(pages[0] as Bundle, 'previous'), sort).toBeUndefined();
+      for (let next = link(pages[pages.length - 1] as Bundle, 'next'); next;) {
+        const page = await get(next);
+        pages.push(page);
+        next = link(page, 'next');
+      }
+      expect(pages.flatMap(ids), sort).toEqual(order);
+      // From the last page back to the first: the same pages, and no previous link on the first.
+      let page = pages[pages.length - 1] as Bundle;
+      for (let i = pages.length - 2; i >= 0; i--) {
+        page = await get(link(page, 'previous') as string);
+        expect(ids(page), `${sort} page ${i}`).toEqual(ids(pages[i] as Bundle));
+      }
+      expect(link(page, 'previous'), sort).toBeUndefined();
+      // A page reached backwards pages forwards again.
+      expect(ids(await get(link(page, 'next') as string))).toEqual(ids(pages[1] as Bundle));
+    }
+  });
+
+  it('pages history with first, previous and next links', async () => {
+    const id = all[0] as string;
+    for (let v = 0; v < 4; v++) {
+      const res = await ctx.t.request({
+        method: 'PUT',
+        url: `${ctx.t.fhir}/Patient/${id}`,
+        token: ctx.token,
+        payload: { resourceType: 'Patient', id, name: [{ family, given: [`V${v}`] }] },
+      });
+      expect(res.statusCode).toBe(200);
+    }
+    const versions = (b: Bundle): string[] =>
+      (b.entry ?? []).map((e) => (e as unknown as { response: { etag: string } }).response.etag);
+    const allVersions = versions(await get(`${ctx.t.fhir}/Patient/${id}/_history?_count=100`));
+    expect(allVersions).toHaveLength(5);
+    const first = await get(`${ctx.t.fhir}/Patient/${id}/_history?_count=2`);
+    expect(link(first, 'previous')).toBeUndefined();
+    const second = await get(link(first, 'next') as string);
+    const third = await get(link(second, 'next') as string);
+    expect([...versions(first), ...versions(second), ...versions(third)]).toEqual(allVersions);
+    expect(link(third, 'next')).toBeUndefined();
+    expect(versions(await get(link(third, 'previous') as string))).toEqual(versions(second));
+    expect(versions(await get(link(third, 'first') as string))).toEqual(versions(first));
+  });
+
   it('refuses an offset beyond the maximum, a negative one, and _offset with _cursor', async () => {
     for (const q of [`_offset=${MAX_OFFSET + 1}`, '_offset=-1', '_offset=x', '_offset=0&_cursor=abc']) {
       const res = await ctx.t.request({

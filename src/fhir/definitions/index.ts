@@ -24,6 +24,8 @@ export interface ElementInfo {
   readonly isChoice: boolean;
   /** Resolved contentReference target path (e.g. `Questionnaire.item` for `Questionnaire.item.item`). */
   readonly contentReference?: string;
+  /** Part of the summary view (`_summary=true`, https://hl7.org/fhir/R4/search.html#summary). */
+  readonly isSummary: boolean;
 }
 
 export type TypeKind = 'resource' | 'complex' | 'primitive';
@@ -100,6 +102,7 @@ interface RawElement {
   max?: string;
   type?: RawType[];
   contentReference?: string;
+  isSummary?: boolean;
 }
 interface RawStructureDefinition {
   resourceType: string;
@@ -146,6 +149,7 @@ interface MutableElement {
   types: string[];
   isChoice: boolean;
   contentReference?: string;
+  isSummary: boolean;
 }
 
 function build(): Definitions {
@@ -221,7 +225,15 @@ function build(): Definitions {
       if (isResource && parentPath === sd.name && name === 'id') types = ['id'];
       const max = raw.max === undefined || raw.max === '*' ? Infinity : Number(raw.max);
       if (max === 0) continue; // prohibited element
-      const el: MutableElement = { path: raw.path, name, min: raw.min ?? 0, max, types, isChoice };
+      const el: MutableElement = {
+        path: raw.path,
+        name,
+        min: raw.min ?? 0,
+        max,
+        types,
+        isChoice,
+        isSummary: raw.isSummary === true,
+      };
       if (raw.contentReference) {
         el.contentReference = raw.contentReference.slice(raw.contentReference.indexOf('#') + 1);
       }
@@ -367,7 +379,7 @@ export function getElement(typeOrPath: string): ElementInfo | undefined {
   if (parts.length === 1) {
     const kind = defs.kinds.get(root);
     if (!kind || !defs.nodes.has(root)) return undefined;
-    return { path: root, name: root, min: 0, max: Infinity, types: [root], isChoice: false };
+    return { path: root, name: root, min: 0, max: Infinity, types: [root], isChoice: false, isSummary: true };
   }
   return walk(root, parts.slice(1))?.element;
 }

@@ -30,12 +30,20 @@ export function slimBundle(bundle: { entry?: { resource?: Sd }[] }): { entry: { 
     if (sd?.resourceType !== 'StructureDefinition' || !sd.snapshot) continue;
     const { resourceType, name, type, kind, abstract, derivation, fhirVersion } = sd;
     const element = (sd.snapshot.element ?? []).map((el) => {
-      const { path, sliceName, min, max, contentReference } = el;
+      const { path, sliceName, min, max, contentReference, isSummary } = el;
       const types = (el.type as { code: string; extension?: { url: string }[] }[] | undefined)?.map((t) => {
         const ext = t.extension?.filter((x) => KEEP_EXTENSIONS.has(x.url));
         return ext?.length ? { code: t.code, extension: ext } : { code: t.code };
       });
-      return { path, sliceName, min, max, contentReference, ...(types ? { type: types } : {}) };
+      return {
+        path,
+        sliceName,
+        min,
+        max,
+        contentReference,
+        ...(isSummary === true ? { isSummary } : {}),
+        ...(types ? { type: types } : {}),
+      };
     });
     entry.push({
       resource: { resourceType, name, type, kind, abstract, derivation, fhirVersion, snapshot: { element } },

@@ -104,12 +104,18 @@ export async function history(
   );
   const page = rows.rows.slice(0, count);
   const link = [{ relation: 'self', url: selfUrl }];
-  if (rows.rows.length > count) {
-    const next = new URL(selfUrl);
-    next.searchParams.set('_offset', String(offset + count));
-    next.searchParams.set('_count', String(count));
-    link.push({ relation: 'next', url: next.toString() });
+  const pageAt = (at: number | undefined): string => {
+    const u = new URL(selfUrl);
+    if (at === undefined) u.searchParams.delete('_offset');
+    else u.searchParams.set('_offset', String(at));
+    u.searchParams.set('_count', String(count));
+    return u.toString();
+  };
+  if (offset > 0) {
+    link.push({ relation: 'first', url: pageAt(undefined) });
+    link.push({ relation: 'previous', url: pageAt(Math.max(0, offset - count)) });
   }
+  if (rows.rows.length > count) link.push({ relation: 'next', url: pageAt(offset + count) });
   const text = bundleToJson(
     {
       type: 'history',

@@ -4,14 +4,25 @@ import { assertChainsReadable, canRead, searchScope } from '../access.js';
 import { bundleToJson, type BundleEntryText } from '../bundle.js';
 import { RawJson, type FhirResult } from '../result.js';
 import { applyElements } from '../search/elements.js';
+import { applySummary } from '../search/summary.js';
 import { executeSearch } from '../search/execute.js';
 import { parseSearchRequest } from '../search/parse.js';
-import type { SearchRequest } from '../search/request.js';
+import type { SearchFilter, SearchRequest } from '../search/request.js';
 import type { RepoContext } from './context.js';
 
-/** The resource types that the chained parameters of a search read (for the access check). */
+/** The resource types that the chains and reverse chains (`_has`) of a search read (for the access check). */
 export function chainedTypes(req: Pick<SearchRequest, 'filters'>): string[] {
-  return req.filters.flatMap((f) => (f.chain ? [f.chain.targetType] : []));
+  const out: string[] = [];
+  const walk = (f: SearchFilter): void => {
+    const link = f.chain
+      ? { type: f.chain.targetType, next: f.chain.filter }
+      : f.has && { type: f.has.sourceType, next: f.has.filter };
+    if (!link) return;
+    out.push(link.type);
+    walk(link.next);
+  };
+  req.filters.forEach(walk);
+  return out;
 }
 
 export async function searchResources(
@@ -46,7 +57,8 @@ export async function searchResources(
   if (req.cursor || req.offset) link.push({ relation: 'first', url: page({}) });
   if (result.previousCursor) link.push({ relation: 'previous', url: page(result.previousCursor) });
   if (result.nextCursor) link.push({ relation: 'next', url: page(result.nextCursor) });
-  const shape = (json: string): string => (req.elements?.length ? applyElements(json, req.elements) : json);
+  const shape = (json: string): string =>
+    req.elements?.length ? applyElements(json, req.elements) : applySummary(json, req.summary);
   const entry: BundleEntryText[] = [];
   if (req.summary !== 'count') {
     for (const m of result.matches) {
@@ -60,7 +72,7 @@ export async function searchResources(
       if (!canRead(ctx.actor, m.resourceType)) continue;
       entry.push({
         fullUrl: `${ctx.fhirBase}/${m.resourceType}/${m.id}`,
-        resource: m.json,
+        resource: applySummary(m.json, req.summary),
         search: { mode: 'include' },
       });
     }

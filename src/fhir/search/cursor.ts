@@ -1,13 +1,19 @@
-// The opaque `_cursor` of keyset paging: the sort key values and rid of the last row of a page.
+// The opaque `_cursor` of keyset paging: the sort key values and rid of the last row of a page (the `next` link),
+// or of the first row of a page (`before`: the `previous` link, read backwards).
 import { FhirError } from '../outcome.js';
 
 export interface Cursor {
   keys: (string | null)[];
   rid: number;
+  /** Rows before this one (a `previous` page), rather than after it. */
+  before?: boolean;
 }
 
+const BEFORE = 'b';
+
 export function encodeCursor(c: Cursor): string {
-  return Buffer.from(JSON.stringify([c.rid, ...c.keys]), 'utf8').toString('base64url');
+  const body = [c.rid, ...c.keys];
+  return Buffer.from(JSON.stringify(c.before ? [BEFORE, ...body] : body), 'utf8').toString('base64url');
 }
 
 /** Decodes a `_cursor` made by encodeCursor for a search with `keyCount` sort keys; 400 otherwise. */
@@ -18,13 +24,15 @@ export function decodeCursor(text: string, keyCount: number): Cursor {
   } catch {
     parsed = undefined;
   }
+  const before = Array.isArray(parsed) && parsed[0] === BEFORE;
+  const body = Array.isArray(parsed) ? parsed.slice(before ? 1 : 0) : undefined;
   if (
-    !Array.isArray(parsed) ||
-    parsed.length !== keyCount + 1 ||
-    !Number.isSafeInteger(parsed[0]) ||
-    !parsed.slice(1).every((k) => k === null || typeof k === 'string')
+    !body ||
+    body.length !== keyCount + 1 ||
+    !Number.isSafeInteger(body[0]) ||
+    !body.slice(1).every((k) => k === null || typeof k === 'string')
   ) {
     throw new FhirError('invalid', 'Invalid _cursor: it does not belong to this search', 'search.bad-cursor');
   }
-  return { rid: parsed[0] as number, keys: parsed.slice(1) as (string | null)[] };
+  return { rid: body[0] as number, keys: body.slice(1) as (string | null)[], ...(before ? { before } : {}) };
 }

@@ -25,6 +25,11 @@ export function applyElements(json: string, elements: readonly string[]): string
   };
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(resource)) if (keep(key)) out[key] = value;
+  return markSubsetted(out);
+}
+
+/** The resource's JSON text with the SUBSETTED tag added once (resourceType first, as everywhere else). */
+export function markSubsetted(out: Record<string, unknown>): string {
   const meta = { ...((out.meta as Record<string, unknown> | undefined) ?? {}) };
   const tags = Array.isArray(meta.tag) ? (meta.tag as { system?: string; code?: string }[]) : [];
   if (!tags.some((t) => t.system === SUBSETTED.system && t.code === SUBSETTED.code)) {

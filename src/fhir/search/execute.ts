@@ -5,8 +5,8 @@
 import type { Queryable } from '../../storage/db.js';
 import type { AccessScope } from '../types.js';
 import { encodeCursor } from './cursor.js';
-import type { SearchRequest } from './request.js';
-import { countSql, includeSql, revincludeSql, searchSql } from './sql.js';
+import type { IncludeSpec, SearchRequest } from './request.js';
+import { countSql, INCLUDE_LIMIT, includeSql, revincludeSql, searchSql } from './sql.js';
 
 export interface SearchEntry {
   resourceType: string;
@@ -18,7 +18,7 @@ export interface SearchEntry {
 export interface SearchResult {
   matches: SearchEntry[];
   included: SearchEntry[];
-  /** With `_offset`: the parameters of the previous page (none on the first). */
+  /** The parameters of the previous page (none on the first). */
   previousCursor?: Record<string, string>;
   /** Number of matches: always with `_total=accurate|estimate` and `_summary=count` (or `_count=0`); also when the first page holds every match. */
   total?: number;
@@ -45,20 +45,23 @@ export async function executeSearch(
   if (!countOnly) {
     const q = searchSql(req, scope);
     const rows = (await db.query<PageRow>(q.text, q.values)).rows;
+    const back = req.cursor?.before === true;
+    // Read backwards, one row more tells there is a page before; the page is then turned round.
     const more = rows.length > req.count;
     const page = more ? rows.slice(0, req.count) : rows;
+    if (back) page.reverse();
     result.matches = page.map((r) => ({ resourceType: r.resource_type, id: r.id, json: r.json }));
+    const first = page[0];
     const last = page[page.length - 1];
-    if (more && last && req.offset !== undefined) {
+    if (req.offset !== undefined) {
       // Offset paging stays offset paging: the next page is the next offset.
-      result.nextCursor = { _offset: String(req.offset + req.count) };
-    } else if (more && last) {
-      const keyCount = Math.max(1, req.sort.length);
-      const keys = Array.from({ length: keyCount }, (_, i) => (last[`k${i}`] ?? null) as string | null);
-      result.nextCursor = { _cursor: encodeCursor({ rid: Number(last.rid), keys }) };
+      if (more) result.nextCursor = { _offset: String(req.offset + req.count) };
+      if (req.offset > 0) result.previousCursor = { _offset: String(Math.max(0, req.offset - req.count)) };
+    } else {
+      if (last && (back || more)) result.nextCursor = { _cursor: cursorOf(req, last, false) };
+      if (first && (back ? more : req.cursor))
+        result.previousCursor = { _cursor: cursorOf(req, first, true) };
     }
-    if (req.offset !== undefined && req.offset > 0)
-      result.previousCursor = { _offset: String(Math.max(0, req.offset - req.count)) };
     if (!more && !req.cursor && !wantTotal) result.total = (req.offset ?? 0) + page.length;
     if (page.length > 0) result.included = await includes(db, req, scope, page);
   }
@@ -70,6 +73,16 @@ export async function executeSearch(
   return result;
 }
 
+/** The `_cursor` of a row: the page after it, or (`before`) the page before it. */
+function cursorOf(req: SearchRequest, row: PageRow, before: boolean): string {
+  const keyCount = Math.max(1, req.sort.length);
+  const keys = Array.from({ length: keyCount }, (_, i) => (row[`k${i}`] ?? null) as string | null);
+  return encodeCursor({ rid: Number(row.rid), keys, ...(before ? { before } : {}) });
+}
+
+/** Rounds of `:iterate` after the first: each starts from what the previous round added. */
+export const INCLUDE_ITERATIONS = 3;
+
 async function includes(
   db: Queryable,
   req: SearchRequest,
@@ -78,30 +91,40 @@ async function includes(
 ): Promise<SearchEntry[]> {
   if (req.include.length === 0 && req.revinclude.length === 0) return [];
   const seen = new Set(page.map((r) => `${r.resource_type}/${r.id}`));
-  const out: SearchEntry[] = [];
-  const add = (rows: SearchEntry[]): void => {
+  const out: (SearchEntry & { rid: number })[] = [];
+  const add = (rows: (SearchEntry & { rid: number })[]): void => {
     for (const r of rows) {
       const key = `${r.resourceType}/${r.id}`;
-      if (seen.has(key)) continue;
+      if (seen.has(key) || out.length >= INCLUDE_LIMIT) continue;
       seen.add(key);
-      out.push({ resourceType: r.resourceType, id: r.id, json: r.json });
+      out.push(r);
     }
   };
-  const rids = page.map((r) => Number(r.rid));
-  for (const spec of req.include) {
-    if (spec.sourceType !== req.resourceType) continue;
-    const q = includeSql(spec, rids, scope);
-    add(toEntries((await db.query<PageRow>(q.text, q.values)).rows));
+  // First round: from the page's matches; then `:iterate` specs again from what the last round added.
+  let from = page.map((r) => ({ rid: Number(r.rid), resourceType: r.resource_type, id: r.id }));
+  for (let round = 0; round <= INCLUDE_ITERATIONS && from.length > 0; round++) {
+    const specs = (list: IncludeSpec[]): IncludeSpec[] =>
+      round === 0 ? list : list.filter((s) => s.iterate);
+    const before = out.length;
+    for (const spec of specs(req.include)) {
+      const rids = from.filter((r) => r.resourceType === spec.sourceType).map((r) => r.rid);
+      if (rids.length === 0) continue;
+      const q = includeSql(spec, rids, scope);
+      add(toEntries((await db.query<PageRow>(q.text, q.values)).rows));
+    }
+    for (const spec of specs(req.revinclude)) {
+      const refs = from
+        .filter((r) => !spec.targetType || spec.targetType === r.resourceType)
+        .map((r) => `${r.resourceType}/${r.id}`);
+      if (refs.length === 0) continue;
+      const q = revincludeSql(spec, refs, scope);
+      add(toEntries((await db.query<PageRow>(q.text, q.values)).rows));
+    }
+    from = out.slice(before).map((e) => ({ rid: e.rid, resourceType: e.resourceType, id: e.id }));
   }
-  const refs = page.map((r) => `${r.resource_type}/${r.id}`);
-  for (const spec of req.revinclude) {
-    if (spec.targetType && spec.targetType !== req.resourceType) continue;
-    const q = revincludeSql(spec, refs, scope);
-    add(toEntries((await db.query<PageRow>(q.text, q.values)).rows));
-  }
-  return out;
+  return out.map(({ resourceType, id, json }) => ({ resourceType, id, json }));
 }
 
-function toEntries(rows: PageRow[]): SearchEntry[] {
-  return rows.map((r) => ({ resourceType: r.resource_type, id: r.id, json: r.json }));
+function toEntries(rows: PageRow[]): (SearchEntry & { rid: number })[] {
+  return rows.map((r) => ({ rid: Number(r.rid), resourceType: r.resource_type, id: r.id, json: r.json }));
 }

@@ -7,6 +7,7 @@ import { compileFastPart, type Evaluator, type TypedValue } from './fast-path.js
 import { FHIRPATH_OPTIONS, systemTypeName, withOfType } from './fhirpath-options.js';
 import { normaliseString, toIndexValues, type IndexValue } from './normalise.js';
 import { searchParamsOf, splitUnion, type SearchParamInfo } from './registry.js';
+import { compositeValues, type ExtractedValues } from './extract-composite.js';
 
 export type { IndexValue, TypedValue, Evaluator };
 export { FHIRPATH_OPTIONS, systemTypeName, withOfType };
@@ -18,11 +19,16 @@ export const INDEXED_TYPES = new Set(['string', 'token', 'reference', 'date', 'n
 
 const fhirpathCache = new Map<string, Evaluator>();
 
-/** Evaluates `expression` with HL7's fhirpath engine (R4 model), compiled once per expression. */
-export function fhirpathEvaluator(expression: string): Evaluator {
-  let ev = fhirpathCache.get(expression);
+/**
+ * Evaluates `expression` with HL7's fhirpath engine (R4 model), compiled once per expression; with `base`, on an
+ * element found at that path (`Observation.component`) rather than on a resource.
+ */
+export function fhirpathEvaluator(expression: string, base?: string): Evaluator {
+  const key = base ? `${base}\n${expression}` : expression;
+  let ev = fhirpathCache.get(key);
   if (ev) return ev;
-  const compiled = fhirpath.compile(withOfType(expression), r4, FHIRPATH_OPTIONS as never) as unknown as (
+  const path = base ? { base, expression: withOfType(expression) } : withOfType(expression);
+  const compiled = fhirpath.compile(path as never, r4, FHIRPATH_OPTIONS as never) as unknown as (
     r: unknown,
   ) => unknown[];
   ev = (resource) => {
@@ -40,7 +46,7 @@ export function fhirpathEvaluator(expression: string): Evaluator {
     }
     return out;
   };
-  fhirpathCache.set(expression, ev);
+  fhirpathCache.set(key, ev);
   return ev;
 }
 
@@ -98,11 +104,12 @@ export function extractValues(resource: Resource, param: SearchParamInfo): Index
 }
 
 /**
- * Index values of every indexed parameter of a resource, by parameter code. A value of an unexpected shape
- * contributes nothing rather than failing the write (validation is not this module's job).
+ * Index values of every indexed parameter of a resource, by parameter code (composite components with the index of
+ * their element, `grp`). A value of an unexpected shape contributes nothing rather than failing the write
+ * (validation is not this module's job).
  */
-export function extractAll(resource: Resource): { code: string; values: IndexValue[] }[] {
-  const out: { code: string; values: IndexValue[] }[] = [];
+export function extractAll(resource: Resource): ExtractedValues[] {
+  const out: ExtractedValues[] = compositeValues(resource);
   for (const c of indexedParamsOf(resource.resourceType)) {
     let values: IndexValue[];
     try {

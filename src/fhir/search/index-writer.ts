@@ -109,11 +109,12 @@ function collectRows(items: readonly { rid?: number; resource: Resource }[]): Ro
   const rows: Rows = new Map();
   for (const { rid, resource } of items) {
     const rt = resource.resourceType;
-    for (const { code, values } of extractAll(resource)) {
+    for (const { code, values, grp } of extractAll(resource)) {
       for (const v of values) {
         let list = rows.get(v.t);
         if (!list) rows.set(v.t, (list = []));
         const row = TABLES[v.t].row(rid ?? 0, rt, code, v as never);
+        if (grp !== undefined) row.g = grp;
         if (rid === undefined) row.id = resource.id;
         list.push(row);
       }
@@ -131,11 +132,14 @@ function insertParts(rows: Rows, params: unknown[], join?: string): string[] {
   for (const [kind, list] of rows) {
     const t = TABLES[kind];
     params.push(JSON.stringify(list));
-    const source = `json_to_recordset($${params.length}::json) AS x(${t.record}${join ? ', id text' : ''})`;
+    // `grp` (composite components only, see extract-composite.ts) is null on every other row.
+    const source = `json_to_recordset($${params.length}::json) AS x(${t.record}, g int${join ? ', id text' : ''})`;
+    const columns = `${t.columns}, grp`;
+    const select = `${t.select}, x.g`;
     parts.push(
       join
-        ? `INSERT INTO ${t.name} (${t.columns}) SELECT ${t.select.replace('x.r,', 'k.rid,')} FROM ${source} JOIN ${join} k ON k.resource_type = x.t AND k.id = x.id`
-        : `INSERT INTO ${t.name} (${t.columns}) SELECT ${t.select} FROM ${source}`,
+        ? `INSERT INTO ${t.name} (${columns}) SELECT ${select.replace('x.r,', 'k.rid,')} FROM ${source} JOIN ${join} k ON k.resource_type = x.t AND k.id = x.id`
+        : `INSERT INTO ${t.name} (${columns}) SELECT ${select} FROM ${source}`,
     );
   }
   return parts;

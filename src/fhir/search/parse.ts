@@ -34,14 +34,16 @@ export const MAX_OFFSET = 10_000;
  * tables each; `_include`s and `_sort` keys add queries or joins.
  */
 export const SEARCH_LIMITS = {
-  /** AND'ed filter parameters (`name=a&name=b` are two; a chain counts two). */
+  /** AND'ed filter parameters (`name=a&name=b` are two; each link of a chain counts one more). */
   filters: 12,
   /** Values over all filters (`name=a,b` holds two). */
   values: 200,
   /** `:contains` and `:text` values over all filters. */
   costlyValues: 10,
-  /** Chained parameters (`subject:Patient.name=...`). */
-  chains: 3,
+  /** Links of chains and reverse chains over all filters (`subject:Patient.organization.name` holds two). */
+  chains: 6,
+  /** Links in one chained or reverse-chained parameter. */
+  chainDepth: 3,
   /** `_include` and `_revinclude` parameters together. */
   includes: 10,
   /** `_sort` keys. */
@@ -146,16 +148,18 @@ export function parseSearchRequest(
         continue;
       case '_include':
       case '_include:iterate':
-        for (const v of list) req.include.push(...parseInclude(resourceType, v, false));
+        for (const v of list)
+          req.include.push(parseInclude(resourceType, v, false, key.endsWith(':iterate')));
         continue;
       case '_revinclude':
       case '_revinclude:iterate':
-        for (const v of list) req.revinclude.push(...parseInclude(resourceType, v, true));
+        for (const v of list)
+          req.revinclude.push(parseInclude(resourceType, v, true, key.endsWith(':iterate')));
         continue;
     }
     for (const value of list) {
       if (value === '') continue; // an empty value does not constrain (https://hl7.org/fhir/R4/search.html#errors)
-      req.filters.push(parseFilter(resourceType, key, value, true));
+      req.filters.push(parseFilter(resourceType, key, value, 0));
     }
   }
   if (cursorText && req.offset !== undefined)
@@ -173,11 +177,22 @@ const tooCostly = (what: string, found: number, limit: number): FhirError =>
     { status: 400 },
   );
 
+/** The filter at the end of a filter's chain or reverse chain. */
+function inner(f: SearchFilter): SearchFilter {
+  const next = f.chain?.filter ?? f.has?.filter;
+  return next ? inner(next) : f;
+}
+
+/** The links of a filter's chain or reverse chain (0 for a plain parameter). */
+function linksOf(f: SearchFilter): number {
+  const next = f.chain?.filter ?? f.has?.filter;
+  return next ? 1 + linksOf(next) : 0;
+}
+
 /** Throws a 400 too-costly FhirError naming the first limit of SEARCH_LIMITS the request exceeds. */
 function assertWithinLimits(req: SearchRequest): void {
   const L = SEARCH_LIMITS;
-  const inner = (f: SearchFilter): SearchFilter => f.chain?.filter ?? f;
-  const chains = req.filters.filter((f) => f.chain).length;
+  const chains = req.filters.reduce((n, f) => n + linksOf(f), 0);
   const filters = req.filters.length + chains;
   const values = req.filters.reduce((n, f) => n + Math.max(1, inner(f).values.length), 0);
   const costly = req.filters.reduce(
@@ -185,10 +200,11 @@ function assertWithinLimits(req: SearchRequest): void {
     0,
   );
   const includes = req.include.length + req.revinclude.length;
-  if (filters > L.filters) throw tooCostly('filter parameters (a chain counts two)', filters, L.filters);
+  if (filters > L.filters)
+    throw tooCostly('filter parameters (each chain link counts one more)', filters, L.filters);
   if (values > L.values) throw tooCostly('filter values', values, L.values);
   if (costly > L.costlyValues) throw tooCostly(':contains and :text values', costly, L.costlyValues);
-  if (chains > L.chains) throw tooCostly('chained parameters', chains, L.chains);
+  if (chains > L.chains) throw tooCostly('chain links', chains, L.chains);
   if (includes > L.includes) throw tooCostly('_include and _revinclude parameters', includes, L.includes);
   if (req.sort.length > L.sortKeys) throw tooCostly('_sort keys', req.sort.length, L.sortKeys);
 }
@@ -240,12 +256,11 @@ function parseElements(resourceType: string, list: string[]): string[] {
   return out;
 }
 
-function parseInclude(resourceType: string, v: string, reverse: boolean): IncludeSpec[] {
+function parseInclude(resourceType: string, v: string, reverse: boolean, iterate: boolean): IncludeSpec {
   const what = reverse ? '_revinclude' : '_include';
-  if (v === '*') {
-    if (reverse) throw bad('_revinclude=* is not supported', 'bad-include');
-    return [{ sourceType: resourceType, code: '*' }];
-  }
+  const it = iterate ? { iterate } : {};
+  // `*`: every reference parameter of the searched type (_include), or of any type that points at it (_revinclude).
+  if (v === '*') return { sourceType: reverse ? '*' : resourceType, code: '*', ...it };
   const [source, code, target, extra] = v.split(':');
   if (!source || !code || extra !== undefined || !isResourceType(source)) {
     throw bad(`Invalid ${what} '${v}': expected SourceType:parameter[:TargetType]`, 'bad-include');
@@ -259,22 +274,28 @@ function parseInclude(resourceType: string, v: string, reverse: boolean): Includ
   if (target !== undefined && !isResourceType(target)) {
     throw bad(`Invalid ${what} '${v}': unknown target type '${target}'`, 'bad-include');
   }
-  return [{ sourceType: source, code, ...(target ? { targetType: target } : {}) }];
+  return { sourceType: source, code, ...(target ? { targetType: target } : {}), ...it };
 }
 
 /** One `key=value` filter. */
-function parseFilter(resourceType: string, key: string, value: string, allowChain: boolean): SearchFilter {
-  const dot = key.indexOf('.');
-  if (dot > 0) {
-    if (!allowChain)
-      throw bad(`Invalid parameter '${key}': only one level of chaining is supported`, 'chain-depth');
-    return parseChain(resourceType, key.slice(0, dot), key.slice(dot + 1), value);
+function parseFilter(resourceType: string, key: string, value: string, depth: number): SearchFilter {
+  const linked = key.startsWith('_has:') || key.indexOf('.') > 0;
+  if (linked && depth >= SEARCH_LIMITS.chainDepth) {
+    throw bad(
+      `Invalid parameter '${key}': chains and _has go at most ${SEARCH_LIMITS.chainDepth} levels deep`,
+      'chain-depth',
+    );
   }
+  if (key.startsWith('_has:')) return parseHas(resourceType, key, value, depth);
+  const dot = key.indexOf('.');
+  if (dot > 0) return parseChain(resourceType, key.slice(0, dot), key.slice(dot + 1), value, depth);
   const colon = key.indexOf(':');
   const code = colon >= 0 ? key.slice(0, colon) : key;
   const modifier = colon >= 0 ? key.slice(colon + 1) : undefined;
   const param = lookup(resourceType, code);
-  if (param.type === 'composite' || param.type === 'special') {
+  if (param.type === 'composite' && modifier === undefined)
+    return parseComposite(resourceType, param, key, value);
+  if (param.type === 'special') {
     throw new FhirError(
       'not-supported',
       `Search parameter '${code}' (${param.type}) is not supported`,
@@ -321,10 +342,13 @@ function lookup(resourceType: string, code: string): SearchParamInfo {
   return param;
 }
 
-function parseChain(resourceType: string, head: string, rest: string, value: string): SearchFilter {
-  if (rest.includes('.')) {
-    throw bad(`Invalid parameter '${head}.${rest}': only one level of chaining is supported`, 'chain-depth');
-  }
+function parseChain(
+  resourceType: string,
+  head: string,
+  rest: string,
+  value: string,
+  depth: number,
+): SearchFilter {
   const [code, typeModifier, extra] = head.split(':');
   const param = lookup(resourceType, code as string);
   if (param.type !== 'reference' || extra !== undefined) {
@@ -339,7 +363,7 @@ function parseChain(resourceType: string, head: string, rest: string, value: str
       throw bad(`Invalid chained parameter '${head}.${rest}': bad target type '${targetType}'`, 'bad-chain');
     }
   } else {
-    const innerCode = rest.split(':')[0] as string;
+    const innerCode = rest.split(/[:.]/)[0] as string;
     const candidates = param.targets.filter((t) => getSearchParam(t, innerCode));
     if (candidates.length !== 1) {
       throw bad(
@@ -349,8 +373,61 @@ function parseChain(resourceType: string, head: string, rest: string, value: str
     }
     targetType = candidates[0] as string;
   }
-  const inner = parseFilter(targetType, rest, value, false);
-  return { code: code as string, type: 'reference', values: [], chain: { targetType, filter: inner } };
+  const filter = parseFilter(targetType, rest, value, depth + 1);
+  return { code: code as string, type: 'reference', values: [], chain: { targetType, filter } };
+}
+
+/** `_has:Type:param:rest`: resources that a `Type` matching `rest` references through `param`. */
+function parseHas(resourceType: string, key: string, value: string, depth: number): SearchFilter {
+  const [, sourceType, code, ...restParts] = key.split(':');
+  const rest = restParts.join(':');
+  if (!sourceType || !code || !rest || !isResourceType(sourceType)) {
+    throw bad(`Invalid parameter '${key}': expected _has:Type:reference-parameter:parameter`, 'bad-has');
+  }
+  const param = getSearchParam(sourceType, code);
+  if (!param || param.type !== 'reference') {
+    throw bad(
+      `Invalid parameter '${key}': '${code}' is not a reference parameter of ${sourceType}`,
+      'bad-has',
+    );
+  }
+  if (param.targets.length > 0 && !param.targets.includes(resourceType)) {
+    throw bad(`Invalid parameter '${key}': ${sourceType}.${code} cannot refer to ${resourceType}`, 'bad-has');
+  }
+  const filter = parseFilter(sourceType, rest, value, depth + 1);
+  return { code, type: 'reference', values: [], has: { sourceType, code, filter } };
+}
+
+/** A composite parameter: `$`-separated component values, each parsed as its component parameter. */
+function parseComposite(
+  resourceType: string,
+  param: SearchParamInfo,
+  key: string,
+  value: string,
+): SearchFilter {
+  const comps = param.components ?? [];
+  const filter: SearchFilter = { code: param.code, type: 'composite', values: [] };
+  for (const piece of splitEscaped(value, ',')) {
+    if (piece === '') continue;
+    const pieces = splitEscaped(piece, '$');
+    if (pieces.length !== comps.length || comps.some((c) => c.type === 'special' || c.type === 'composite')) {
+      throw bad(
+        `Invalid value for composite '${key}': expected ${comps.length} values separated by '$'`,
+        'bad-composite',
+      );
+    }
+    const parts = comps.map((c, k) => {
+      const cp = getSearchParam(resourceType, c.code) ?? { ...c, targets: [], url: '' };
+      return {
+        type: c.type,
+        code: `${param.code}$${k}`,
+        value: parseValue({ ...cp, type: c.type }, key, pieces[k] as string, undefined, undefined),
+      };
+    });
+    filter.values.push({ kind: 'composite', parts });
+  }
+  if (filter.values.length === 0) throw bad(`Missing value for '${key}'`, 'empty-value');
+  return filter;
 }
 
 function parseValue(

@@ -14,6 +14,8 @@ export interface SearchParamInfo {
   /** Resource types a reference parameter may point to (empty for other types). */
   targets: string[];
   url: string;
+  /** composite only: the component parameters, with expressions relative to each element `expression` finds. */
+  components?: { code: string; type: SearchParamType; expression: string }[];
 }
 
 interface SearchParameterJson {
@@ -23,6 +25,7 @@ interface SearchParameterJson {
   base: string[];
   expression?: string;
   target?: string[];
+  component?: { definition: string; expression: string }[];
 }
 
 const COMMON_BASES = new Set(['Resource', 'DomainResource']);
@@ -68,6 +71,8 @@ function partsFor(expression: string, resourceType: string): string[] {
 function load(): Map<string, Map<string, SearchParamInfo>> {
   if (byType) return byType;
   const map = new Map<string, Map<string, SearchParamInfo>>();
+  const byUrl = new Map<string, SearchParameterJson>();
+  const composites: SearchParamInfo[] = [];
   const add = (sp: SearchParameterJson, base: string): void => {
     const expression = sp.expression ? partsFor(sp.expression, base).join(' | ') : '';
     if (!expression) return;
@@ -79,11 +84,22 @@ function load(): Map<string, Map<string, SearchParamInfo>> {
       expression,
       targets: sp.target ?? [],
       url: sp.url,
+      ...(sp.component
+        ? {
+            components: sp.component.map((c) => ({
+              code: c.definition,
+              type: 'special' as const,
+              expression: c.expression,
+            })),
+          }
+        : {}),
     });
+    if (sp.component) composites.push(params.get(sp.code) as SearchParamInfo);
   };
   const r4 = readJson('fhir/r4/search-parameters.json') as { entry: { resource: SearchParameterJson }[] };
   const commonParams: SearchParameterJson[] = [];
   for (const { resource: sp } of r4.entry) {
+    byUrl.set(sp.url, sp);
     for (const base of sp.base) {
       if (COMMON_BASES.has(base)) {
         if (sp.expression) commonParams.push(sp);
@@ -95,6 +111,13 @@ function load(): Map<string, Map<string, SearchParamInfo>> {
   };
   for (const { resource: sp } of medplum.entry) {
     for (const base of sp.base) if (SERVICE_TYPES.includes(base)) add(sp, base);
+  }
+  // A component names its parameter by canonical URL; resolve it to the parameter's code and type.
+  for (const c of composites) {
+    c.components = (c.components ?? []).map((comp) => {
+      const def = byUrl.get(comp.code);
+      return { ...comp, code: def?.code ?? comp.code, type: def?.type ?? 'special' };
+    });
   }
   common = commonParams;
   byType = map;

@@ -30,7 +30,12 @@ export type FilterValue =
       system?: string;
       unit?: string;
     }
-  | { kind: 'uri'; value: string };
+  | { kind: 'uri'; value: string }
+  /**
+   * composite (`code-value-quantity=http://loinc.org|8480-6$gt100`): one value per component, all met by the same
+   * element; `code` is the component's index code (`code-value-quantity$1`, see extract.ts).
+   */
+  | { kind: 'composite'; parts: { type: SearchParamType; code: string; value: FilterValue }[] };
 
 export type Modifier = 'exact' | 'contains' | 'missing' | 'not' | 'text' | 'above' | 'below';
 
@@ -47,6 +52,11 @@ export interface SearchFilter {
   values: FilterValue[];
   /** Chained search (`subject:Patient.name=x`): `code` is the reference parameter, `filter` applies to its target. */
   chain?: { targetType: string; filter: SearchFilter };
+  /**
+   * Reverse chain (`_has:Observation:patient:code=x`): resources that a `sourceType` resource matching `filter`
+   * references through its parameter `code`.
+   */
+  has?: { sourceType: string; code: string; filter: SearchFilter };
 }
 
 export interface SortKey {
@@ -57,12 +67,14 @@ export interface SortKey {
 }
 
 export interface IncludeSpec {
-  /** The resource type holding the reference. */
+  /** The resource type holding the reference; '*' for any type (`_revinclude=*`). */
   sourceType: string;
   /** The reference parameter, or '*' for every reference parameter of sourceType (`_include=*`). */
   code: string;
   /** Only references to this type. */
   targetType?: string;
+  /** `:iterate`: applied again to the resources included so far (https://hl7.org/fhir/R4/search.html#revinclude). */
+  iterate?: boolean;
 }
 
 export interface SearchRequest {
@@ -78,8 +90,11 @@ export interface SearchRequest {
   elements?: string[];
   include: IncludeSpec[];
   revinclude: IncludeSpec[];
-  /** Decoded `_cursor`: the sort key values (as text) and rid of the last row of the previous page. */
-  cursor?: { keys: (string | null)[]; rid: number };
+  /**
+   * Decoded `_cursor`: the sort key values (as text) and rid of the last row of the previous page, or with `before`
+   * (a `previous` link) of the first row of the next page.
+   */
+  cursor?: { keys: (string | null)[]; rid: number; before?: boolean };
   /**
    * Not from the query string: a compartment search (`GET Patient/<id>/Observation`) keeps resources that one of
    * `params` references as `<type>/<id>` (`{def}`: the compartment's own resource).

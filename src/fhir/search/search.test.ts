@@ -271,8 +271,14 @@ describe.each(testDatabases())('search on $name', ({ open }) => {
         () => parseSearchRequest('Observation', { 'subject.name': 'x' }),
         'search.ambiguous-chain',
       );
+      // Two levels: the Observation's patient's organization.
+      expect(await ids(db, 'Observation', { 'patient.organization.name': 'beta' })).toEqual(['obs3']);
+      expect(await ids(db, 'Observation', { 'patient.organization.name': 'nobody' })).toEqual([]);
       expectFhirError(
-        () => parseSearchRequest('Observation', { 'patient.organization.name': 'x' }),
+        () =>
+          parseSearchRequest('Observation', {
+            'patient.organization.partof.partof.name': 'x',
+          }),
         'search.chain-depth',
       );
     });

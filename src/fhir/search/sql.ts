@@ -174,7 +174,36 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
       if (f.modifier === 'below') return startsWith(b, `${x}.value`, v.value);
       if (f.modifier === 'above') return `starts_with(${b.p(v.value)}, ${x}.value)`;
       return `${x}.value = ${b.p(v.value)}`;
+    case 'composite':
+      return 'FALSE'; // answered by compositeCondition
   }
+}
+
+/**
+ * A composite value: one index row per component (code `<param>$<k>`), all of the same element (`grp`), written by
+ * extract.ts for each element the composite's expression finds (https://hl7.org/fhir/R4/search.html#composite).
+ */
+function compositeCondition(
+  resourceType: string,
+  v: Extract<FilterValue, { kind: 'composite' }>,
+  b: Builder,
+): string {
+  const rt = b.p(resourceType);
+  const aliases = v.parts.map(() => b.alias('k'));
+  const first = aliases[0] as string;
+  const from = v.parts
+    .map((part, k) => {
+      const x = aliases[k] as string;
+      const table = `${TABLE[part.type] as string} ${x}`;
+      return k === 0 ? table : `JOIN ${table} ON ${x}.rid = ${first}.rid AND ${x}.grp = ${first}.grp`;
+    })
+    .join(' ');
+  const conds = v.parts.map((part, k) => {
+    const x = aliases[k] as string;
+    const sub: SearchFilter = { code: part.code, type: part.type, values: [part.value] };
+    return `${x}.resource_type = ${rt} AND ${x}.code = ${b.p(part.code)} AND ${valueCondition(sub, part.value, x, b)}`;
+  });
+  return `SELECT ${first}.rid FROM ${from} WHERE ${conds.join(' AND ')}`;
 }
 
 function columnCondition(f: SearchFilter, a: string, b: Builder): string {
@@ -226,6 +255,26 @@ function filterCondition(
       `${a}.rid IN (SELECT ${x}.rid FROM resources ${t} JOIN sp_reference ${x} ON ${x}.ref = ${tt} || '/' || ${t}.id ` +
       `WHERE ${t}.resource_type = ${tt} AND ${conds.join(' AND ')})`
     );
+  }
+  if (f.has) {
+    // The referenced ids, found from the referring resources (their project's, when scoped).
+    const s = b.alias('h');
+    const { sourceType, code, filter } = f.has;
+    const conds = [
+      `${x}.resource_type = ${b.p(sourceType)}`,
+      `${x}.code = ${b.p(code)}`,
+      `${x}.target_type = ${b.p(resourceType)}`,
+      `NOT ${s}.deleted`,
+      ...(scope.projectId !== null ? [`${s}.project_id = ${b.p(scope.projectId)}`] : []),
+      filterCondition(sourceType, filter, s, b, scope),
+    ];
+    return `${a}.id IN (SELECT ${x}.target_id FROM sp_reference ${x} JOIN resources ${s} ON ${s}.rid = ${x}.rid WHERE ${conds.join(' AND ')})`;
+  }
+  if (f.type === 'composite' && f.missing === undefined) {
+    const alts = f.values.flatMap((v) =>
+      v.kind === 'composite' ? [compositeCondition(resourceType, v, b)] : [],
+    );
+    return `${a}.rid IN (${alts.join(' UNION ALL ')})`;
   }
   if (f.missing !== undefined) {
     const any = `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${x}.code = ${b.p(f.code)})`;
@@ -280,6 +329,8 @@ export function matchCondition(req: SearchRequest, scope: AccessScope, bind: (v:
   return whereClause(req, scope, new Builder(bind));
 }
 
+type Keys = KeyExpr[] & { reversed?: boolean };
+
 interface KeyExpr {
   expr: string;
   sqlType: 'text' | 'timestamptz' | 'numeric';
@@ -313,11 +364,21 @@ function keyExpr(k: SortKey, b: Builder): KeyExpr {
   };
 }
 
-function orderBy(keys: KeyExpr[], names: string[], rid: string): string {
+function orderBy(keys: Keys, names: string[], rid: string): string {
   return [
     ...keys.map((k, i) => `${names[i]} ${k.descending ? 'DESC NULLS FIRST' : 'ASC NULLS LAST'}`),
-    `${rid} ASC`,
+    `${rid} ${keys.reversed ? 'DESC' : 'ASC'}`,
   ].join(', ');
+}
+
+/**
+ * The sort keys read backwards (a `previous` page): ASC NULLS LAST reversed is DESC NULLS FIRST and the other way
+ * round, which is each key's `descending` flipped; rid then descends.
+ */
+function reversedKeys(keys: KeyExpr[]): KeyExpr[] & { reversed?: boolean } {
+  const out: KeyExpr[] & { reversed?: boolean } = keys.map((k) => ({ ...k, descending: !k.descending }));
+  out.reversed = true;
+  return out;
 }
 
 /** ` OFFSET n` for offset paging (`_offset`), or nothing. */
@@ -327,7 +388,7 @@ function offset(req: SearchRequest, b: Builder): string {
 
 /** Rows strictly after the cursor in ORDER BY (keys..., rid), with NULLS LAST ascending / NULLS FIRST descending. */
 function afterCursor(
-  keys: KeyExpr[],
+  keys: Keys,
   names: string[],
   rid: string,
   cursor: NonNullable<SearchRequest['cursor']>,
@@ -345,7 +406,9 @@ function afterCursor(
     alternatives.push([...eq, after].join(' AND '));
     eq.push(bound === null ? `${col} IS NULL` : `${col} = ${bound}`);
   });
-  alternatives.push([...eq, `${rid} > ${b.p(cursor.rid, 'bigint')}`].join(' AND '));
+  alternatives.push(
+    [...eq, `${rid} ${keys.reversed ? '<' : '>'} ${b.p(cursor.rid, 'bigint')}`].join(' AND '),
+  );
   return `(${alternatives.map((s) => `(${s})`).join(' OR ')})`;
 }
 
@@ -367,23 +430,27 @@ const contentText = (req: SearchRequest, b: Builder): string => contentJson('r',
 
 /**
  * The page query: `count + 1` rows (one more tells there is a next page) with rid, resource_type, id, json and
- * the sort key values as text (k0, k1, ...) for the next cursor. Default order: last_updated, rid.
+ * the sort key values as text (k0, k1, ...) for the next cursor. Default order: last_updated, rid. A `before`
+ * cursor reads the rows before it in reverse order (the caller turns the page round).
  */
 export function searchSql(req: SearchRequest, scope: AccessScope, limit = req.count + 1): SqlQuery {
   const b = new Builder();
   const where = whereClause(req, scope, b);
   const sorted = req.sort.length > 0;
-  const keys = req.sort.map((k) => keyExpr(k, b));
+  const back = req.cursor?.before === true;
+  const forward: Keys = req.sort.map((k) => keyExpr(k, b));
+  const keys = back ? reversedKeys(forward) : forward;
   const names = keys.map((_, i) => `k${i}`);
   if (!sorted) {
     // One level (planned in half the time of the two-level form): with a selective filter the few matches are
     // sorted; otherwise the resources_type_*_updated indexes give the order and LIMIT stops the scan.
     const after = req.cursor
-      ? ` AND (r.last_updated, r.rid) > (${b.p(req.cursor.keys[0], 'timestamptz')}, ${b.p(req.cursor.rid, 'bigint')})`
+      ? ` AND (r.last_updated, r.rid) ${back ? '<' : '>'} (${b.p(req.cursor.keys[0], 'timestamptz')}, ${b.p(req.cursor.rid, 'bigint')})`
       : '';
+    const dir = back ? ' DESC' : '';
     const text =
       `SELECT r.rid, r.resource_type, r.id, ${contentText(req, b)} AS json, r.last_updated::text AS k0 FROM resources r ` +
-      `WHERE ${where}${after} ORDER BY r.last_updated, r.rid LIMIT ${b.p(limit, 'int')}${offset(req, b)}`;
+      `WHERE ${where}${after} ORDER BY r.last_updated${dir}, r.rid${dir} LIMIT ${b.p(limit, 'int')}${offset(req, b)}`;
     return { text, values: b.values };
   }
   // Sort keys are computed per match; the page's rids are chosen first so only they are read and serialised.
@@ -412,6 +479,7 @@ export const INCLUDE_LIMIT = 1000;
 
 /** `_include`: the targets of the given matches' references (same project unless scope is global). */
 export function includeSql(spec: IncludeSpec, rids: readonly number[], scope: AccessScope): SqlQuery {
+  // `SELECT rid` as well, so that an iterated _include can start from these rows.
   const b = new Builder();
   const conds = [`x.rid = ANY(${b.p(rids, 'bigint[]')})`, `x.resource_type = ${b.p(spec.sourceType)}`];
   if (spec.code !== '*') conds.push(`x.code = ${b.p(spec.code)}`);
@@ -419,25 +487,30 @@ export function includeSql(spec: IncludeSpec, rids: readonly number[], scope: Ac
   const scopeCond = scope.projectId !== null ? ` AND t.project_id = ${b.p(scope.projectId)}` : '';
   return {
     text:
-      `SELECT t.resource_type, t.id, t.content::text AS json FROM resources t ` +
+      `SELECT t.rid, t.resource_type, t.id, t.content::text AS json FROM resources t ` +
       `WHERE (t.resource_type, t.id) IN (SELECT x.target_type, x.target_id FROM sp_reference x WHERE ${conds.join(' AND ')}) ` +
       `AND NOT t.deleted${scopeCond} ORDER BY t.rid LIMIT ${b.p(INCLUDE_LIMIT, 'int')}`,
     values: b.values,
   };
 }
 
-/** `_revinclude`: resources of spec.sourceType whose spec.code reference points at one of `refs` (`Type/id`). */
+/**
+ * `_revinclude`: resources of spec.sourceType (any type for `*`) whose spec.code reference points at one of `refs`
+ * (`Type/id`).
+ */
 export function revincludeSql(spec: IncludeSpec, refs: readonly string[], scope: AccessScope): SqlQuery {
   const b = new Builder();
-  const src = b.p(spec.sourceType);
-  const conds = [`x.resource_type = ${src}`, `x.ref = ANY(${b.p(refs, 'text[]')})`];
+  const anyType = spec.sourceType === '*';
+  const src = anyType ? '' : b.p(spec.sourceType);
+  const conds = [...(anyType ? [] : [`x.resource_type = ${src}`]), `x.ref = ANY(${b.p(refs, 'text[]')})`];
   if (spec.code !== '*') conds.push(`x.code = ${b.p(spec.code)}`);
+  const typeCond = anyType ? '' : ` AND s.resource_type = ${src}`;
   const scopeCond = scope.projectId !== null ? ` AND s.project_id = ${b.p(scope.projectId)}` : '';
   return {
     text:
-      `SELECT s.resource_type, s.id, s.content::text AS json FROM resources s ` +
+      `SELECT s.rid, s.resource_type, s.id, s.content::text AS json FROM resources s ` +
       `WHERE s.rid IN (SELECT x.rid FROM sp_reference x WHERE ${conds.join(' AND ')}) ` +
-      `AND s.resource_type = ${src} AND NOT s.deleted${scopeCond} ORDER BY s.rid LIMIT ${b.p(INCLUDE_LIMIT, 'int')}`,
+      `${typeCond} AND NOT s.deleted${scopeCond} ORDER BY s.rid LIMIT ${b.p(INCLUDE_LIMIT, 'int')}`,
     values: b.values,
   };
 }

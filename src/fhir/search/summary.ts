@@ -1,0 +1,50 @@
+// `_summary`: a resource cut down to its summary elements (`true`), its narrative with the mandatory elements
+// (`text`), or everything but the narrative (`data`), marked SUBSETTED. The summary flags are the base
+// definitions' `isSummary`. https://hl7.org/fhir/R4/search.html#summary
+import { structureNode, type StructureNode } from '../definitions/index.js';
+import { markSubsetted } from './elements.js';
+
+export type SummaryMode = 'true' | 'text' | 'data';
+
+const ALWAYS = new Set(['resourceType', 'id', 'meta']);
+
+type Json = Record<string, unknown>;
+
+/** The JSON property's element in `node` (`_birthDate` is birthDate's extension part). */
+const childOf = (node: StructureNode, key: string) => node.json.get(key.startsWith('_') ? key.slice(1) : key);
+
+/** Summary elements of an object of `node`, recursing into backbone elements (datatypes are kept whole). */
+function summaryOf(obj: Json, node: StructureNode): Json {
+  const out: Json = {};
+  for (const [key, value] of Object.entries(obj)) {
+    const child = childOf(node, key);
+    if (!ALWAYS.has(key) && !child?.element.isSummary) continue;
+    const sub = child?.node;
+    if (sub && sub.path.includes('.') && value && typeof value === 'object') {
+      out[key] = Array.isArray(value)
+        ? value.map((v) => (v && typeof v === 'object' ? summaryOf(v as Json, sub) : v))
+        : summaryOf(value as Json, sub);
+    } else out[key] = value;
+  }
+  return out;
+}
+
+/** The resource JSON text in the `_summary` form asked; `false` (or no mode) leaves it as it is. */
+export function applySummary(json: string, mode: string | undefined): string {
+  if (mode !== 'true' && mode !== 'text' && mode !== 'data') return json;
+  const resource = JSON.parse(json) as Json;
+  const node = structureNode(String(resource.resourceType));
+  if (!node) return json;
+  let out: Json;
+  if (mode === 'data') {
+    out = { ...resource };
+    delete out.text;
+  } else if (mode === 'text') {
+    out = {};
+    for (const [key, value] of Object.entries(resource)) {
+      const child = childOf(node, key);
+      if (ALWAYS.has(key) || key === 'text' || (child && child.element.min >= 1)) out[key] = value;
+    }
+  } else out = summaryOf(resource, node);
+  return markSubsetted(out);
+}
