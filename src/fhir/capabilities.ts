@@ -3,6 +3,7 @@
 import { resourceTypes } from './definitions/index.js';
 import { OPERATIONS } from './operations/index.js';
 import type { OperationDefinition } from './operations/operation.js';
+import { isIndexedComposite } from './search/extract-composite.js';
 import { searchParamsOf } from './search/registry.js';
 
 const INTERACTIONS = [
@@ -44,7 +45,7 @@ const SECURITY_SERVICE = 'http://terminology.hl7.org/CodeSystem/restful-security
 function securityOf(fhirBase: string): Record<string, unknown> {
   const base = fhirBase.endsWith('fhir/R4') ? fhirBase.slice(0, -'fhir/R4'.length) : `${fhirBase}/`;
   return {
-    cors: false,
+    cors: true,
     extension: [
       {
         url: 'http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris',
@@ -59,6 +60,33 @@ function securityOf(fhirBase: string): Record<string, unknown> {
       { coding: [{ system: SECURITY_SERVICE, code: 'OAuth' }] },
     ],
   };
+}
+
+/** `Type:param` of every reference parameter of `type` (what `_include` takes). */
+const includesOf = (type: string): string[] =>
+  searchParamsOf(type)
+    .filter((p) => p.type === 'reference')
+    .map((p) => `${type}:${p.code}`);
+
+let revIncludeMap: Map<string, string[]> | undefined;
+
+/** By target type: `Source:param` of every reference parameter that may point at it (what `_revinclude` takes). */
+function revIncludes(): Map<string, string[]> {
+  if (revIncludeMap) return revIncludeMap;
+  const map = new Map<string, string[]>();
+  const all = resourceTypes();
+  for (const source of all) {
+    for (const p of searchParamsOf(source)) {
+      if (p.type !== 'reference') continue;
+      for (const target of p.targets) {
+        let list = map.get(target);
+        if (!list) map.set(target, (list = []));
+        list.push(`${source}:${p.code}`);
+      }
+    }
+  }
+  revIncludeMap = map;
+  return map;
 }
 
 export function capabilityStatement(fhirBase: string, now: Date): Record<string, unknown> {
@@ -88,9 +116,10 @@ export function capabilityStatement(fhirBase: string, now: Date): Record<string,
           conditionalRead: 'full-support',
           conditionalUpdate: true,
           conditionalDelete: 'single',
-          searchInclude: ['*'],
+          searchInclude: ['*', ...includesOf(type)],
+          searchRevInclude: ['*', ...(revIncludes().get(type) ?? [])],
           searchParam: searchParamsOf(type)
-            .filter((p) => p.type !== 'composite' && p.type !== 'special')
+            .filter((p) => p.type !== 'special' && (p.type !== 'composite' || isIndexedComposite(p)))
             .map((p) => ({ name: p.code, type: p.type, ...(p.url ? { definition: p.url } : {}) })),
           operation: operations(fhirBase, (op) => appliesTo(op, type)),
         })),

@@ -33,16 +33,20 @@ function elementsAt(resource: Resource, path: string): unknown[] {
 
 const compositesCache = new Map<string, readonly SearchParamInfo[]>();
 
+/** A composite Cinder indexes: its components are indexed types, its expression simple paths. */
+export function isIndexedComposite(p: SearchParamInfo): boolean {
+  return (
+    p.type === 'composite' &&
+    (p.components ?? []).length > 0 &&
+    (p.components ?? []).every((c) => INDEXED.has(c.type)) &&
+    splitUnion(p.expression).every((part) => /^[A-Za-z]+(\.[A-Za-z]+)*$/.test(part))
+  );
+}
+
 function compositesOf(resourceType: string): readonly SearchParamInfo[] {
   let list = compositesCache.get(resourceType);
   if (!list) {
-    list = searchParamsOf(resourceType).filter(
-      (p) =>
-        p.type === 'composite' &&
-        (p.components ?? []).length > 0 &&
-        (p.components ?? []).every((c) => INDEXED.has(c.type)) &&
-        splitUnion(p.expression).every((part) => /^[A-Za-z]+(\.[A-Za-z]+)*$/.test(part)),
-    );
+    list = searchParamsOf(resourceType).filter(isIndexedComposite);
     compositesCache.set(resourceType, list);
   }
   return list;

@@ -5,6 +5,7 @@ import { decodeCursor } from './cursor.js';
 import { isResourceType } from './model.js';
 import { dateRange, decimalRange, indexKey, normaliseReference, referenceParts } from './normalise.js';
 import { getSearchParam, type SearchParamInfo } from './registry.js';
+import { isIndexedComposite } from './extract-composite.js';
 import type {
   FilterValue,
   IncludeSpec,
