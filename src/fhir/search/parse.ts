@@ -294,9 +294,9 @@ function parseFilter(resourceType: string, key: string, value: string, depth: nu
   const code = colon >= 0 ? key.slice(0, colon) : key;
   const modifier = colon >= 0 ? key.slice(colon + 1) : undefined;
   const param = lookup(resourceType, code);
-  if (param.type === 'composite' && modifier === undefined)
+  if (isIndexedComposite(param) && modifier === undefined)
     return parseComposite(resourceType, param, key, value);
-  if (param.type === 'special') {
+  if (param.type === 'special' || param.type === 'composite') {
     throw new FhirError(
       'not-supported',
       `Search parameter '${code}' (${param.type}) is not supported`,
