@@ -223,6 +223,30 @@ describe.each(testDatabases())('deeper search on $name', (database) => {
     ).toEqual(['Patient/p1', 'PractitionerRole/role1']);
   });
 
+  it('ignores unknown parameters under Prefer: handling=lenient, and names them', async () => {
+    const url = `${ctx.t.fhir}/Patient?family=Deep${tag}&given=One&bogus=1`;
+    const strict = await ctx.t.request({ method: 'GET', url, token: ctx.token });
+    expect(strict.statusCode).toBe(400);
+    expect(strict.json().issue[0].details.text).toContain("Unknown search parameter 'bogus'");
+    const res = await ctx.t.request({
+      method: 'GET',
+      url,
+      token: ctx.token,
+      headers: { prefer: 'handling=lenient' },
+    });
+    expect(res.statusCode).toBe(200);
+    const bundle = res.json() as Bundle & { link: { relation: string; url: string }[] };
+    const entries = bundle.entry ?? [];
+    expect(entries.filter((e) => e.search?.mode === 'match').map((e) => e.resource.id)).toEqual([id.p1]);
+    const outcome = entries.find((e) => e.search?.mode === 'outcome')?.resource as unknown as {
+      issue: { severity: string; expression: string[] }[];
+    };
+    expect(outcome.issue).toEqual([expect.objectContaining({ severity: 'warning', expression: ['bogus'] })]);
+    const self = new URL(bundle.link.find((l) => l.relation === 'self')?.url as string);
+    expect(self.searchParams.has('bogus')).toBe(false);
+    expect(self.searchParams.get('given')).toBe('One');
+  });
+
   it('applies _summary', async () => {
     const one = async (summary: string): Promise<Resource> =>
       (await search(`Patient?_id=${id.p1}&_summary=${summary}`)).entry?.[0]?.resource as Resource;

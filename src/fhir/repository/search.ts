@@ -25,26 +25,41 @@ export function chainedTypes(req: Pick<SearchRequest, 'filters'>): string[] {
   return out;
 }
 
+/** The `outcome` entry that names the parameters a lenient search left out. */
+function ignoredOutcome(ignored: readonly string[]): BundleEntryText {
+  const outcome = {
+    resourceType: 'OperationOutcome',
+    issue: ignored.map((key) => ({
+      severity: 'warning',
+      code: 'not-supported',
+      details: { text: `Unknown search parameter '${key}' ignored (Prefer: handling=lenient)` },
+      expression: [key],
+    })),
+  };
+  return { resource: JSON.stringify(outcome), search: { mode: 'outcome' } };
+}
+
 export async function searchResources(
   db: Queryable,
   ctx: RepoContext,
   resourceType: string,
   query: Record<string, string | string[] | undefined>,
   selfUrl: string,
-  opts: { compartment?: SearchRequest['compartment'] } = {},
+  opts: { compartment?: SearchRequest['compartment']; lenient?: boolean } = {},
 ): Promise<FhirResult> {
   const scope = searchScope(ctx.actor, ctx.author, resourceType, ctx.scope);
-  const req = parseSearchRequest(resourceType, query);
+  const req = parseSearchRequest(resourceType, query, { lenient: opts.lenient === true });
   if (opts.compartment) req.compartment = opts.compartment;
   assertChainsReadable(ctx.actor, chainedTypes(req));
   const result = await executeSearch(db, req, scope);
-  // The self link names the search performed: a `_count` above the cap shows the cap.
+  // The self link names the search performed: a `_count` above the cap shows the cap, ignored parameters are not.
   const self = new URL(selfUrl);
   const asked = self.searchParams.get('_count');
   if (asked !== null && asked !== String(req.count) && /^\d+$/.test(asked)) {
     self.searchParams.set('_count', String(req.count));
-    selfUrl = self.toString();
   }
+  for (const key of req.ignored ?? []) self.searchParams.delete(key);
+  selfUrl = self.toString();
   const link = [{ relation: 'self', url: selfUrl }];
   // `first` is the search without paging parameters; `next` and (with `_offset`) `previous` replace them.
   const page = (params: Record<string, string>): string => {
@@ -77,6 +92,7 @@ export async function searchResources(
       });
     }
   }
+  if (req.ignored?.length) entry.push(ignoredOutcome(req.ignored));
   const text = bundleToJson(
     { type: 'searchset', ...(result.total !== undefined ? { total: result.total } : {}), link, entry },
     ctx.newId(),

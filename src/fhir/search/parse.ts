@@ -98,6 +98,11 @@ function asList(v: string | string[] | undefined): string[] {
 export interface ParseOptions {
   /** Parameters the caller handles itself (e.g. `_fields` of $csv). */
   ignore?: readonly string[];
+  /**
+   * `Prefer: handling=lenient`: an unknown parameter is left out (and named in `req.ignored`) instead of being a 400
+   * (https://hl7.org/fhir/R4/search.html#errors).
+   */
+  lenient?: boolean;
 }
 
 export function parseSearchRequest(
@@ -160,7 +165,13 @@ export function parseSearchRequest(
     }
     for (const value of list) {
       if (value === '') continue; // an empty value does not constrain (https://hl7.org/fhir/R4/search.html#errors)
-      req.filters.push(parseFilter(resourceType, key, value, 0));
+      try {
+        req.filters.push(parseFilter(resourceType, key, value, 0));
+      } catch (err) {
+        if (!opts.lenient || !(err instanceof FhirError) || err.code !== 'search.unknown-param') throw err;
+        (req.ignored ??= []).push(key);
+        break;
+      }
     }
   }
   if (cursorText && req.offset !== undefined)

@@ -100,6 +100,8 @@ export interface SearchRequest {
    * `params` references as `<type>/<id>` (`{def}`: the compartment's own resource).
    */
   compartment?: { type: string; id: string; params: readonly string[] };
+  /** Parameters left out under `Prefer: handling=lenient` (unknown to this type). */
+  ignored?: string[];
   /** `_offset`: rows skipped before the page (offset paging, as MedplumClient asks; at most MAX_OFFSET). */
   offset?: number;
   /**

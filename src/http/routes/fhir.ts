@@ -3,6 +3,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isResourceType } from '../../fhir/definitions/index.js';
 import { capabilityStatement } from '../../fhir/capabilities.js';
+import { handling } from '../../fhir/operations/export-params.js';
 import { FhirError } from '../../fhir/outcome.js';
 import { processBatch } from '../../fhir/repository/batch.js';
 import type { RepoContext } from '../../fhir/repository/context.js';
@@ -64,6 +65,11 @@ const methodNotAllowed = (req: FastifyRequest): never => {
   );
 };
 
+/** `Prefer: handling=lenient` on a search: unknown parameters are ignored (and named) rather than a 400. */
+const lenient = (req: FastifyRequest): { lenient: boolean } => ({
+  lenient: handling(header(req, 'prefer')) === 'lenient',
+});
+
 export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
   const env = {
     clock: deps.clock,
@@ -97,7 +103,7 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     assertType(req.params.type);
     return send(
       reply,
-      await searchResources(deps.db, ctx(req), req.params.type, req.query, selfUrl(deps, req)),
+      await searchResources(deps.db, ctx(req), req.params.type, req.query, selfUrl(deps, req), lenient(req)),
     );
   });
 
@@ -117,7 +123,7 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
       query[k] = prev === undefined ? v : [...[prev].flat(), ...[v].flat()];
     }
     const self = `${deps.fhirBase}/${req.params.type}?${new URLSearchParams(Object.entries(query).flatMap(([k, v]) => [v].flat().map((x) => [k, x]))).toString()}`;
-    return send(reply, await searchResources(deps.db, ctx(req), req.params.type, query, self));
+    return send(reply, await searchResources(deps.db, ctx(req), req.params.type, query, self, lenient(req)));
   });
 
   app.post<P<{ type: string }>>('/:type', async (req, reply) => {
