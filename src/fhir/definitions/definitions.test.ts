@@ -53,8 +53,10 @@ describe('FHIR definitions', () => {
       max: Infinity,
       types: ['HumanName'],
       isChoice: false,
+      isSummary: true,
     });
     expect(getElement('Observation.status')).toMatchObject({ min: 1, max: 1, types: ['code'] });
+    expect(getElement('Patient.maritalStatus')).toMatchObject({ isSummary: false });
     const value = getElement('Observation.value[x]');
     expect(value).toMatchObject({ path: 'Observation.value[x]', name: 'value', isChoice: true, max: 1 });
     expect(value?.types).toContain('Quantity');

@@ -6,6 +6,7 @@
 // backbone element) a map of child elements with cardinality, type codes, choice flag and contentReference.
 // https://hl7.org/fhir/R4/structuredefinition.html, https://hl7.org/fhir/R4/elementdefinition.html
 import { readSlimBundle } from './slim.js';
+import { viewDefinitionAsResource } from './view-definition.js';
 
 /** One element of a resource, datatype or backbone element. */
 export interface ElementInfo {
@@ -78,6 +79,8 @@ export const MEDPLUM_RESOURCE_TYPES: readonly string[] = [
   'User',
   'AsyncJob',
   'Login',
+  // SQL on FHIR v2 (https://sql-on-fhir.org/ig/StructureDefinition-ViewDefinition.html), as Medplum publishes it.
+  'ViewDefinition',
 ];
 
 const REGEX_EXT = 'http://hl7.org/fhir/StructureDefinition/regex';
@@ -173,7 +176,15 @@ function build(): Definitions {
     }
   }
   const medplumWanted = new Set(MEDPLUM_RESOURCE_TYPES);
-  for (const sd of medplumSds) {
+  const domainResource = resourceSds.find((sd) => sd.name === 'DomainResource');
+  for (const published of medplumSds) {
+    const sd =
+      published.name === 'ViewDefinition' && domainResource
+        ? (viewDefinitionAsResource(
+            published as never,
+            domainResource as never,
+          ) as unknown as RawStructureDefinition)
+        : published;
     if (sd.kind === 'resource' && medplumWanted.has(sd.name)) {
       selected.push(sd);
       kinds.set(sd.name, 'resource');

