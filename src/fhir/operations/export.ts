@@ -5,7 +5,7 @@
 // 429 beyond it). Patient and Group exports cover the R4 Patient compartment (its types, through its parameters).
 // `_outputFormat=text/csv` (or `csv`) with `_fields` and exactly one `_type` exports that type as one CSV file with
 // the columns and cells of $csv (API.md §6), without its 1000-row limit.
-import type { Db } from '../../storage/db.js';
+import type { Db, Queryable } from '../../storage/db.js';
 import type { ExportParams } from '../../jobs/kinds/export.js';
 import { EXPORT_KINDS } from '../../jobs/queue.js';
 import { assertRead, canRead } from '../access.js';
@@ -119,7 +119,7 @@ function within(period: GroupMember['period'], now: number): boolean {
 }
 
 /** The Group's current Patient members: not `inactive`, and within their `period` now. */
-async function groupPatients(db: Db, ctx: RepoContext, groupId: string, now: Date): Promise<string[]> {
+export async function groupPatients(db: Queryable, ctx: RepoContext, groupId: string, now: Date): Promise<string[]> {
   const row = await readVisibleRow(db, ctx, 'Group', groupId);
   if (!row || row.deleted)
     throw new FhirError('not-found', `Not found: Group/${groupId}`, 'export.group-not-found');

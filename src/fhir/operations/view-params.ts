@@ -1,0 +1,182 @@
+// The parameters of `$viewdefinition-run` and `$viewdefinition-export` (API.md §7; SQL on FHIR v2 operations,
+// https://sql-on-fhir.org/ig/operations.html): a Parameters body (or the query string for GET), the view given
+// inline (`viewResource`) or by reference (`viewReference`: `ViewDefinition/<id>` or the view's canonical `url`),
+// read with the caller's access.
+import type { Queryable } from '../../storage/db.js';
+import { FhirError } from '../outcome.js';
+import type { RepoContext } from '../repository/context.js';
+import { readVisibleRow } from '../repository/read.js';
+import { assertRead, searchScope } from '../access.js';
+import { executeSearch } from '../search/execute.js';
+import { parseSearchRequest } from '../search/parse.js';
+import type { AsyncRequest } from './async-start.js';
+
+export type Json = Record<string, unknown>;
+
+const bad = (message: string, code: string): FhirError => new FhirError('invalid', message, `views.${code}`);
+
+/** One `parameter` of a Parameters body (or a query value, as `valueString`). */
+export interface Param {
+  name: string;
+  value?: unknown;
+  resource?: Json;
+  part?: Param[];
+}
+
+const valueOf = (p: Json): unknown => {
+  const key = Object.keys(p).find((k) => k.startsWith('value'));
+  return key ? p[key] : undefined;
+};
+
+function toParam(p: Json): Param | undefined {
+  if (typeof p?.name !== 'string') return undefined;
+  const out: Param = { name: p.name, value: valueOf(p) };
+  if (p.resource && typeof p.resource === 'object') out.resource = p.resource as Json;
+  if (Array.isArray(p.part)) out.part = (p.part as Json[]).map(toParam).filter((x): x is Param => !!x);
+  return out;
+}
+
+/** Every parameter, from the query string and a Parameters body. */
+export function viewParams(req: AsyncRequest): Param[] {
+  const out: Param[] = [];
+  for (const [name, v] of Object.entries(req.query))
+    for (const value of [v].flat()) out.push({ name, value });
+  const body = req.body as Json | undefined;
+  if (body === undefined || body === null) return out;
+  if (typeof body !== 'object' || body.resourceType !== 'Parameters') {
+    throw bad('The request body must be a Parameters resource', 'body');
+  }
+  for (const p of Array.isArray(body.parameter) ? (body.parameter as Json[]) : []) {
+    const param = toParam(p);
+    if (param) out.push(param);
+  }
+  return out;
+}
+
+export const named = (params: readonly Param[], name: string): Param[] =>
+  params.filter((p) => p.name === name);
+
+/** The single value of a parameter given at most once, or undefined. */
+export function single(params: readonly Param[], name: string): unknown {
+  const found = named(params, name);
+  if (found.length > 1) throw bad(`The parameter ${name} may be given once`, 'repeated');
+  return found[0]?.value;
+}
+
+/** A reference given as `valueReference`, a canonical/uri/string value, or a query value. */
+function referenceText(value: unknown): string | undefined {
+  if (typeof value === 'string') return value;
+  const ref = (value as { reference?: unknown } | undefined)?.reference;
+  return typeof ref === 'string' ? ref : undefined;
+}
+
+/**
+ * The view of `viewResource` xor `viewReference` (in `params`, the top level or one `view` part), read with the
+ * caller's access: another project's view, or a missing one, is 404.
+ */
+export async function resolveView(db: Queryable, ctx: RepoContext, params: readonly Param[]): Promise<Json> {
+  const inline = named(params, 'viewResource');
+  const refs = named(params, 'viewReference');
+  if (inline.length + refs.length !== 1) {
+    throw bad('Give exactly one of viewResource and viewReference', 'view-choice');
+  }
+  const view = inline[0]?.resource;
+  if (inline.length === 1) {
+    if (!view || view.resourceType !== 'ViewDefinition')
+      throw bad('viewResource must hold a ViewDefinition resource', 'view-resource');
+    return view;
+  }
+  const text = referenceText(refs[0]?.value);
+  if (!text) throw bad('viewReference must be a Reference or the canonical URL of a view', 'view-reference');
+  assertRead(ctx.actor, 'ViewDefinition');
+  const notFound = (): FhirError =>
+    new FhirError('not-found', `ViewDefinition not found: ${text.slice(0, 200)}`, 'views.not-found');
+  // `ViewDefinition/<id>`, relative or under this server's base.
+  const relative = text.startsWith(`${ctx.fhirBase}/`) ? text.slice(ctx.fhirBase.length + 1) : text;
+  const local = /^ViewDefinition\/([A-Za-z0-9\-.]{1,64})$/.exec(relative);
+  if (local) {
+    const row = await readVisibleRow(db, ctx, 'ViewDefinition', local[1] as string);
+    if (!row || row.deleted) throw notFound();
+    return JSON.parse(row.json) as Json;
+  }
+  // A canonical URL: the caller's view with that url (the latest written, when several).
+  const scope = searchScope(ctx.actor, ctx.author, 'ViewDefinition', ctx.scope);
+  const found = await executeSearch(
+    db,
+    { ...parseSearchRequest('ViewDefinition', { url: text, _sort: '-_lastUpdated' }), count: 1 },
+    scope,
+  );
+  const match = found.matches[0];
+  if (!match) throw notFound();
+  return JSON.parse(match.json) as Json;
+}
+
+export type ViewFormat = 'json' | 'ndjson' | 'csv' | 'parquet';
+
+const FORMATS: Record<string, ViewFormat> = {
+  json: 'json',
+  'application/json': 'json',
+  'application/fhir+json': 'json',
+  ndjson: 'ndjson',
+  'application/x-ndjson': 'ndjson',
+  'application/ndjson': 'ndjson',
+  'application/fhir+ndjson': 'ndjson',
+  csv: 'csv',
+  'text/csv': 'csv',
+  parquet: 'parquet',
+  'application/vnd.apache.parquet': 'parquet',
+  'application/parquet': 'parquet',
+};
+
+/** `_format` (a name or a MIME type), else what `accept` asks for, else `dflt`; `allowed` narrows it. */
+export function viewFormat(
+  value: unknown,
+  accept: string | undefined,
+  allowed: readonly ViewFormat[],
+  dflt: ViewFormat,
+): ViewFormat {
+  if (value !== undefined) {
+    const f = FORMATS[String(value).split(';')[0]?.trim().toLowerCase() ?? ''];
+    if (!f || !allowed.includes(f))
+      throw bad(`Unsupported _format: ${String(value).slice(0, 64)} (${allowed.join(', ')})`, 'format');
+    return f;
+  }
+  for (const part of (accept ?? '').split(',')) {
+    const f = FORMATS[part.split(';')[0]?.trim().toLowerCase() ?? ''];
+    if (f && allowed.includes(f)) return f;
+  }
+  return dflt;
+}
+
+/** A boolean parameter (`header`), given as valueBoolean or the text true/false. */
+export function booleanParam(value: unknown, name: string, dflt: boolean): boolean {
+  if (value === undefined) return dflt;
+  if (value === true || value === 'true') return true;
+  if (value === false || value === 'false') return false;
+  throw bad(`${name} must be true or false`, 'boolean');
+}
+
+/** `_limit`: a positive integer, at most `max` (its default). */
+export function limitParam(value: unknown, max: number): number {
+  if (value === undefined) return max;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1)
+    throw bad(`_limit must be a positive integer: ${String(value).slice(0, 32)}`, 'limit');
+  return Math.min(n, max);
+}
+
+/** `patient` references (`Patient/<id>`) and the `group` id, from Reference values or query text. */
+export function compartmentParams(params: readonly Param[]): { patients: string[]; group?: string } {
+  const id =
+    (name: string, type: string) =>
+    (p: Param): string => {
+      const text = referenceText(p.value) ?? '';
+      const m = new RegExp(`^${type}/([A-Za-z0-9\\-.]{1,64})$`).exec(text);
+      if (!m) throw bad(`${name} must reference ${type}/<id>: ${text.slice(0, 80)}`, name);
+      return m[1] as string;
+    };
+  const patients = [...new Set(named(params, 'patient').map(id('patient', 'Patient')))];
+  const groups = named(params, 'group').map(id('group', 'Group'));
+  if (groups.length > 1) throw bad('At most one group may be given', 'group');
+  return { patients, ...(groups[0] ? { group: groups[0] } : {}) };
+}
