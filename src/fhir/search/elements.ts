@@ -1,5 +1,8 @@
 // `_elements`: a resource cut down to the listed top-level elements, marked SUBSETTED.
 // https://hl7.org/fhir/R4/search.html#elements
+import { parseJson } from '../json/parse.js';
+import { copyRawNumbers } from '../json/raw-numbers.js';
+import { stringifyJson } from '../json/stringify.js';
 import { elementInfo } from './model.js';
 
 export const SUBSETTED = {
@@ -14,7 +17,7 @@ const ALWAYS = new Set(['resourceType', 'id', 'meta']);
  * etc., and primitives keep their `_name` extensions), and adds the SUBSETTED tag once.
  */
 export function applyElements(json: string, elements: readonly string[]): string {
-  const resource = JSON.parse(json) as Record<string, unknown>;
+  const resource = parseJson(json) as Record<string, unknown>;
   const type = String(resource.resourceType);
   const wanted = new Set(elements);
   const choiceNames = elements.filter((e) => elementInfo(type, e)?.choice);
@@ -32,5 +35,7 @@ export function applyElements(json: string, elements: readonly string[]): string
   }
   out.meta = meta;
   // resourceType first, as everywhere else.
-  return JSON.stringify({ resourceType: out.resourceType, ...out });
+  const shaped = { resourceType: out.resourceType, ...out };
+  copyRawNumbers(resource, shaped);
+  return stringifyJson(shaped);
 }
