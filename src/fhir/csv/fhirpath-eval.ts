@@ -75,7 +75,8 @@ function rawText(item: unknown, value: unknown): string | undefined {
   const parent = node?.parentResNode?.data;
   if (parent === null || typeof parent !== 'object' || typeof node.propName !== 'string') return undefined;
   const slot = (parent as Record<string, unknown>)[node.propName];
-  if (typeof node.index === 'number') return Array.isArray(slot) ? rawNumberText(slot, node.index) : undefined;
+  if (typeof node.index === 'number')
+    return Array.isArray(slot) ? rawNumberText(slot, node.index) : undefined;
   return rawNumberText(parent, node.propName);
 }
 

@@ -20,7 +20,12 @@ export function setRawNumber(holder: object, key: string | number, text: string)
   let map = mapOf(holder);
   if (!map) {
     map = Object.create(null) as RawMap;
-    Object.defineProperty(holder, RAW_NUMBERS, { value: map, enumerable: false, writable: true, configurable: true });
+    Object.defineProperty(holder, RAW_NUMBERS, {
+      value: map,
+      enumerable: false,
+      writable: true,
+      configurable: true,
+    });
   }
   map[String(key)] = text;
 }
@@ -66,7 +71,8 @@ export function hasRawNumbers(value: unknown): boolean {
   if (value === null || typeof value !== 'object') return false;
   if (hasOwnRawNumbers(value)) return true;
   if (Array.isArray(value)) {
-    for (const item of value) if (item !== null && typeof item === 'object' && hasRawNumbers(item)) return true;
+    for (const item of value)
+      if (item !== null && typeof item === 'object' && hasRawNumbers(item)) return true;
     return false;
   }
   for (const k in value) {

@@ -11,10 +11,15 @@ export function stringifyJson(value: unknown): string {
 /** JSON.stringify's SerializeJSONProperty for holder[key] = value; undefined when the property is left out. */
 function write(holder: object, key: string, input: unknown): string | undefined {
   let value = input;
-  if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function')
+  if (
+    value !== null &&
+    typeof value === 'object' &&
+    typeof (value as { toJSON?: unknown }).toJSON === 'function'
+  )
     value = (value as { toJSON(k: string): unknown }).toJSON(key);
   if (value instanceof Number || value instanceof String || value instanceof Boolean) value = value.valueOf();
-  if (typeof value === 'number') return (value === input && rawNumberText(holder, key)) || JSON.stringify(value);
+  if (typeof value === 'number')
+    return (value === input && rawNumberText(holder, key)) || JSON.stringify(value);
   if (value === null || typeof value !== 'object') return JSON.stringify(value) as string | undefined;
   if (Array.isArray(value)) {
     const items = value.map((item: unknown, i) => write(value, String(i), item) ?? 'null');

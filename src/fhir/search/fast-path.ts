@@ -90,7 +90,9 @@ interface Lookup {
 
 function node(value: unknown, l: Lookup, holder: object, key: string | number): Node {
   const raw = typeof value === 'number' ? rawNumberText(holder, key) : undefined;
-  return raw === undefined ? { value, type: l.type, p: l.childPath } : { value, type: l.type, p: l.childPath, raw };
+  return raw === undefined
+    ? { value, type: l.type, p: l.childPath }
+    : { value, type: l.type, p: l.childPath, raw };
 }
 
 function fieldOp(table: Map<string, Lookup[]>): (nodes: Node[]) => Node[] {

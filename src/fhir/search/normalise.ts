@@ -345,7 +345,9 @@ export function toIndexValues(
         break;
       case 'number': {
         const n =
-          typeof v === 'object' ? numberText((v as Obj).value, rawNumberText(v as Obj, 'value')) : numberText(v, raw);
+          typeof v === 'object'
+            ? numberText((v as Obj).value, rawNumberText(v as Obj, 'value'))
+            : numberText(v, raw);
         if (n !== undefined) out.push({ t: 'number', value: n });
         break;
       }
