@@ -1,6 +1,7 @@
 // The one place that turns a FHIR result (or error) into an HTTP response.
 import type { FastifyReply } from 'fastify';
 import type { OAuthError } from '../auth/oauth-error.js';
+import { stringifyJson } from '../fhir/json/stringify.js';
 import { FhirError, type OperationOutcome } from '../fhir/outcome.js';
 import { RawJson, RawText, type FhirResult } from '../fhir/result.js';
 
@@ -18,7 +19,7 @@ export function sendResult(reply: FastifyReply, result: FhirResult, fhirBase: st
   if (result.body === null) return reply.send();
   if (result.body instanceof RawText) return reply.type(result.body.contentType).send(result.body.text);
   reply.type(FHIR_JSON);
-  return reply.send(result.body instanceof RawJson ? result.body.text : JSON.stringify(result.body));
+  return reply.send(result.body instanceof RawJson ? result.body.text : stringifyJson(result.body));
 }
 
 export function sendError(reply: FastifyReply, err: FhirError): FastifyReply {

@@ -11,6 +11,7 @@ import * as m007 from './migrations/007-idp-client-secrets.js';
 import * as m008 from './migrations/008-client-assertion-jtis.js';
 import * as m009 from './migrations/009-file-chunks.js';
 import * as m010 from './migrations/010-composite-groups.js';
+import * as m011 from './migrations/011-exact-content.js';
 
 export interface Migration {
   version: number;
@@ -18,7 +19,19 @@ export interface Migration {
 }
 
 /** Ordered on purpose: a migration's number is its place in history, not a file listing. */
-export const MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010];
+export const MIGRATIONS: readonly Migration[] = [
+  m001,
+  m002,
+  m003,
+  m004,
+  m005,
+  m006,
+  m007,
+  m008,
+  m009,
+  m010,
+  m011,
+];
 
 const LOCK_KEY = 72_410_001;
 

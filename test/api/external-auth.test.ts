@@ -365,7 +365,7 @@ describe.each(testDatabases())('external authentication on $name', (database) =>
       const res = await invite({ resourceType: 'Practitioner', firstName: name, lastName: 'Shared' });
       expect(res.statusCode).toBe(200);
       await t.db.query(
-        `UPDATE resources SET content = jsonb_set(content, '{externalId}', '"shared-ext"')
+        `UPDATE resources SET content = jsonb_set(content::jsonb, '{externalId}', '"shared-ext"')
          WHERE resource_type = 'ProjectMembership' AND id = $1`,
         [res.json().id],
       );

@@ -38,11 +38,10 @@ async function insertRow(db: Db, projectId: string, resource: Json): Promise<voi
 
 /** Changes stored content directly (a restore), without the write rules and without the auth-changed signal. */
 async function patchRow(db: Db, type: string, id: string, changes: Json): Promise<void> {
-  await db.query(`UPDATE resources SET content = content || $3::jsonb WHERE resource_type = $1 AND id = $2`, [
-    type,
-    id,
-    JSON.stringify(changes),
-  ]);
+  await db.query(
+    `UPDATE resources SET content = content::jsonb || $3::jsonb WHERE resource_type = $1 AND id = $2`,
+    [type, id, JSON.stringify(changes)],
+  );
 }
 
 describe.each(testDatabases())('login security on $name', (database) => {

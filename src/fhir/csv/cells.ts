@@ -1,6 +1,7 @@
 // The text of one $csv cell (API.md §6, seed §4.4): a value's FHIR type decides its text, then CSV-injection
 // escaping, then RFC 4180 quoting (https://www.rfc-editor.org/rfc/rfc4180). Pure functions, shared by the
 // synchronous $csv operation and the CSV bulk export.
+import { numberText, setRawNumber } from '../json/raw-numbers.js';
 import { isTypeOf } from '../search/model.js';
 
 /** A value found by a `_fields` entry: its FHIR type name (`HumanName`, `string`, ...) when known. */
@@ -8,6 +9,12 @@ export interface CellValue {
   /** `undefined` (or `Object`) when the engine does not know it: the value's shape decides (see guessType). */
   type: string | undefined;
   value: unknown;
+  /**
+   * The text a decimal was written with (`1.50`), when it differs from its JS form: of the value when it is a
+   * number, of its `value` element when it is an object (a Quantity). Values found in-process carry their texts
+   * themselves (src/fhir/json/raw-numbers.ts); the FHIRPath worker's values lose them on the way, hence this field.
+   */
+  raw?: string;
 }
 
 type Json = Record<string, unknown>;
@@ -51,7 +58,7 @@ export function codeableConcept(cc: Json): string {
 
 /** `value unit` (unit, else code); either may be missing. */
 export function quantity(q: Json): string {
-  const value = typeof q.value === 'number' ? String(q.value) : str(q.value);
+  const value = numberText(q, 'value') ?? str(q.value);
   return joinDefined([value, str(q.unit) ?? str(q.code)], ' ');
 }
 
@@ -102,17 +109,27 @@ function formatterOf(type: string): ((v: Json) => string) | undefined {
   return isTypeOf(type, 'Quantity') ? quantity : undefined;
 }
 
+/** A copy of `o` whose `value` number is written `text` (restores a text lost crossing the worker boundary). */
+function withValueText(o: Json, text: string): Json {
+  const copy = { ...o };
+  setRawNumber(copy, 'value', text);
+  return copy;
+}
+
 /** The text of a value before escaping: primitives as they are, the listed complex types, anything else empty. */
 export function formatValue(v: CellValue | undefined): string {
   if (v === undefined || v.value === null || v.value === undefined) return '';
   const value = v.value;
   if (typeof value === 'string') return value;
-  if (typeof value === 'number' || typeof value === 'bigint') return String(value);
+  if (typeof value === 'number') return v.raw ?? String(value);
+  if (typeof value === 'bigint') return String(value);
   if (typeof value === 'boolean') return value ? 'true' : 'false';
   if (typeof value !== 'object' || Array.isArray(value)) return '';
   const type = v.type === undefined || v.type === 'Object' ? guessType(value as Json) : v.type;
   const format = type === undefined ? undefined : formatterOf(type);
-  return format ? format(value as Json) : '';
+  if (!format) return '';
+  const json = value as Json;
+  return format(v.raw !== undefined && typeof json.value === 'number' ? withValueText(json, v.raw) : json);
 }
 
 const INJECTION = /^[=+\-@\t\r]/;

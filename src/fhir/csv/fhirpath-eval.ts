@@ -3,6 +3,8 @@
 // on the event loop: parsing and evaluating a hostile expression can take minutes. https://hl7.org/fhirpath/
 import fhirpath from 'fhirpath';
 import r4 from 'fhirpath/fhir-context/r4';
+import { parseJson } from '../json/parse.js';
+import { rawNumberText } from '../json/raw-numbers.js';
 import { FHIRPATH_OPTIONS, systemTypeName } from '../search/fhirpath-options.js';
 import type { CellValue } from './cells.js';
 
@@ -61,13 +63,31 @@ export function checkColumns(resourceType: string, columns: readonly SlowColumn[
   for (const c of columns) compiled(resourceType, c);
 }
 
+/**
+ * The written text of a decimal result (CellValue.raw), which would not survive the trip to the main thread. A
+ * number is found through the engine's node (its parent's data and property name); rawNumberText checks that the
+ * slot still holds that very number, so a node of another shape only means no text.
+ */
+function rawText(item: unknown, value: unknown): string | undefined {
+  if (value !== null && typeof value === 'object') return rawNumberText(value, 'value');
+  if (typeof value !== 'number') return undefined;
+  const node = item as { parentResNode?: { data?: unknown } | null; propName?: unknown; index?: unknown };
+  const parent = node?.parentResNode?.data;
+  if (parent === null || typeof parent !== 'object' || typeof node.propName !== 'string') return undefined;
+  const slot = (parent as Record<string, unknown>)[node.propName];
+  if (typeof node.index === 'number')
+    return Array.isArray(slot) ? rawNumberText(slot, node.index) : undefined;
+  return rawNumberText(parent, node.propName);
+}
+
 /** The first typed value of `fn` on `resource`. */
 function firstValue(fn: Compiled, resource: unknown): CellValue | undefined {
   for (const item of fn(resource, envOf(resource))) {
     const value = (fhirpath.resolveInternalTypes([item]) as unknown[])[0];
     if (value === undefined || value === null) continue;
     const type = systemTypeName(fhirpath.types([item])[0]);
-    return { type: type === 'Object' ? undefined : type, value };
+    const raw = rawText(item, value);
+    return { type: type === 'Object' ? undefined : type, value, ...(raw === undefined ? {} : { raw }) };
   }
   return undefined;
 }
@@ -80,7 +100,7 @@ export function evaluateRows(
 ): CellResult[][] {
   const fns = columns.map((c) => compiled(resourceType, c));
   return jsons.map((json) => {
-    const resource = JSON.parse(json) as unknown;
+    const resource = parseJson(json);
     return fns.map((fn) => {
       try {
         return firstValue(fn, resource);

@@ -1,6 +1,7 @@
 // A CSV table of one resource type (API.md §6): the BOM and header row, then one row per resource, shared by the
 // synchronous $csv operation (src/fhir/operations/csv.ts) and the CSV bulk export (src/jobs/kinds/export.ts).
 import { isResourceType, structureNode } from '../definitions/index.js';
+import { parseJson } from '../json/parse.js';
 import { FhirError } from '../outcome.js';
 import { csvField, csvRecord, formatValue } from './cells.js';
 import { compileField, splitFields, type CompiledField } from './fields.js';
@@ -104,7 +105,7 @@ export async function csvTable(
       const slowCells = await fhirpath.rows(resourceType, slow, jsons);
       let text = '';
       for (let r = 0; r < jsons.length; r++) {
-        const resource = JSON.parse(jsons[r] as string) as Record<string, unknown>;
+        const resource = parseJson(jsons[r] as string) as Record<string, unknown>;
         const cells = slowCells[r] ?? [];
         let s = 0;
         let line = '';

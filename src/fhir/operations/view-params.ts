@@ -3,6 +3,7 @@
 // inline (`viewResource`) or by reference (`viewReference`: `ViewDefinition/<id>` or the view's canonical `url`),
 // read with the caller's access.
 import type { Queryable } from '../../storage/db.js';
+import { parseJson } from '../json/parse.js';
 import { FhirError } from '../outcome.js';
 import type { RepoContext } from '../repository/context.js';
 import { readVisibleRow } from '../repository/read.js';
@@ -97,7 +98,7 @@ export async function resolveView(db: Queryable, ctx: RepoContext, params: reado
   if (local) {
     const row = await readVisibleRow(db, ctx, 'ViewDefinition', local[1] as string);
     if (!row || row.deleted) throw notFound();
-    return JSON.parse(row.json) as Json;
+    return parseJson(row.json) as Json;
   }
   // A canonical URL: the caller's view with that url (the latest written, when several).
   const scope = searchScope(ctx.actor, ctx.author, 'ViewDefinition', ctx.scope);
@@ -108,7 +109,7 @@ export async function resolveView(db: Queryable, ctx: RepoContext, params: reado
   );
   const match = found.matches[0];
   if (!match) throw notFound();
-  return JSON.parse(match.json) as Json;
+  return parseJson(match.json) as Json;
 }
 
 export type ViewFormat = 'json' | 'ndjson' | 'csv' | 'parquet';

@@ -2,6 +2,8 @@
 // entries. https://hl7.org/fhir/R4/http.html#transaction
 import type { Queryable } from '../../storage/db.js';
 import type { BundleEntryText } from '../bundle.js';
+import { parseJson } from '../json/parse.js';
+import { stringifyJson } from '../json/stringify.js';
 import { FhirError, type OperationOutcome } from '../outcome.js';
 import { RawJson, type FhirResult } from '../result.js';
 import type { Resource } from '../types.js';
@@ -105,7 +107,7 @@ function patchOps(entry: ParsedEntry): unknown {
   const r = entry.resource as (Resource & { data?: string; contentType?: string }) | undefined;
   if (r?.resourceType === 'Binary' && typeof r.data === 'string') {
     try {
-      return JSON.parse(Buffer.from(r.data, 'base64').toString('utf8'));
+      return parseJson(Buffer.from(r.data, 'base64').toString('utf8'));
     } catch {
       throw bad(entry.index, 'the Binary does not hold a JSON Patch', 'bundle.entry-patch');
     }
@@ -197,7 +199,7 @@ export function resultEntry(r: FhirResult, fhirBase: string): BundleEntryText {
   const body = r.body;
   if (body instanceof RawJson) out.resource = body.text;
   else if (body && (body as OperationOutcome).resourceType === 'OperationOutcome') response.outcome = body;
-  else if (body) out.resource = JSON.stringify(body);
+  else if (body) out.resource = stringifyJson(body);
   if (out.resource && r.location) {
     const m = /^([A-Za-z]+\/[A-Za-z0-9\-.]+)/.exec(r.location);
     if (m) out.fullUrl = `${fhirBase}/${m[1]}`;

@@ -2,6 +2,8 @@
 import jsonpatch from 'fast-json-patch';
 import type { Db, Queryable } from '../../storage/db.js';
 import { assertWrite } from '../access.js';
+import { parseJson } from '../json/parse.js';
+import { rawNumberText, setRawNumber } from '../json/raw-numbers.js';
 import { FhirError } from '../outcome.js';
 import type { FhirResult } from '../result.js';
 import type { Resource } from '../types.js';
@@ -36,12 +38,14 @@ export async function patchInTx(
   if (!row) throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'rest.patch.not-found');
   if (row.deleted) throw new FhirError('deleted', `Deleted: ${resourceType}/${id}`, 'rest.patch.gone');
   assertVersion(row, ifMatch);
-  const current = JSON.parse(row.json) as Resource;
+  const current = parseJson(row.json) as Resource;
   let patched: Resource;
   try {
     const err = jsonpatch.validate(ops as jsonpatch.Operation[], current);
     if (err) throw err;
-    patched = jsonpatch.applyPatch(current, ops as jsonpatch.Operation[], true, false).newDocument;
+    // Applied in place on our own parsed copy: fast-json-patch's copy of the document would drop the number texts.
+    patched = jsonpatch.applyPatch(current, ops as jsonpatch.Operation[], true, true).newDocument;
+    for (const op of ops as jsonpatch.Operation[]) keepValueText(patched, op);
   } catch (err) {
     const e = err as { name?: string; message?: string };
     const failedTest = e.name === 'TEST_OPERATION_FAILED';
@@ -63,6 +67,29 @@ export async function patchInTx(
   // A small value added deep inside the resource can make it deeper than the bound.
   assertDepth(patched, MAX_RESOURCE_DEPTH, resourceType);
   return writeNextVersion(tx, ctx, row, patched);
+}
+
+/**
+ * A number an `add` or `replace` puts in place keeps the text it had in the patch (`"value": 1.50`); objects and arrays
+ * are put in place as they are, with their own number texts.
+ */
+function keepValueText(doc: unknown, op: jsonpatch.Operation): void {
+  if ((op.op !== 'add' && op.op !== 'replace') || typeof op.value !== 'number') return;
+  const text = rawNumberText(op, 'value');
+  if (text === undefined) return;
+  const keys = op.path
+    .split('/')
+    .slice(1)
+    .map((k) => k.replace(/~1/g, '/').replace(/~0/g, '~'));
+  let holder = doc as Record<string, unknown> | undefined;
+  for (const k of keys.slice(0, -1)) {
+    const next = holder?.[k];
+    holder = next !== null && typeof next === 'object' ? (next as Record<string, unknown>) : undefined;
+  }
+  if (!holder) return;
+  let key = keys[keys.length - 1] as string;
+  if (Array.isArray(holder) && key === '-') key = String(holder.length - 1);
+  if (Object.is(holder[key], op.value)) setRawNumber(holder, key, text);
 }
 
 export function patchResource(

@@ -1,5 +1,6 @@
 // Shared steps before a version is written: access, validation, secrets, server-owned meta.
 import { assertWrite } from '../access.js';
+import { copyRawNumbers } from '../json/raw-numbers.js';
 import { FhirError } from '../outcome.js';
 import type { Resource } from '../types.js';
 import { assertDepth, MAX_RESOURCE_DEPTH } from '../validation/depth.js';
@@ -138,6 +139,7 @@ export function prepareWrite(
       ...(ctx.author ? { author: { reference: ctx.author } } : {}),
     },
   };
+  copyRawNumbers(clean, resource); // top-level decimals (e.g. ChargeItem.factorOverride) keep their text
   assertValid(resource);
   return { resource, projectId, versionId, lastUpdated: now, secrets, revealedSecret: revealed };
 }

@@ -1,5 +1,6 @@
 // SQL of the resource tables: rows in, rows out. Index rows are written beside each version by the search module.
 import type { Queryable } from '../../storage/db.js';
+import { stringifyJson } from '../json/stringify.js';
 import type { Resource } from '../types.js';
 import { indexCtes, replaceIndexCtes } from '../search/index-writer.js';
 
@@ -66,13 +67,13 @@ export async function insertResources(tx: Queryable, items: readonly NewVersion[
     last_updated: it.lastUpdated.toISOString(),
     content: it.resource,
   }));
-  const params: unknown[] = [JSON.stringify(rows)];
+  const params: unknown[] = [stringifyJson(rows)];
   const index = indexCtes(items, params, 'ins');
   await tx.query(
     `WITH ins AS (
        INSERT INTO resources (resource_type, id, project_id, version_id, last_updated, deleted, content)
        SELECT x.resource_type, x.id, x.project_id, x.version_id, x.last_updated, false, x.content
-       FROM jsonb_to_recordset($1::jsonb) AS x(resource_type text, id text, project_id text, version_id int, last_updated timestamptz, content jsonb)
+       FROM json_to_recordset($1::json) AS x(resource_type text, id text, project_id text, version_id int, last_updated timestamptz, content json)
        RETURNING rid, resource_type, id, project_id, version_id, last_updated, content
      ), hist AS (
        INSERT INTO resource_history (rid, resource_type, id, version_id, project_id, last_updated, deleted, content)
@@ -102,16 +103,16 @@ export async function writeVersion(
   const lastUpdated = v.lastUpdated.toISOString();
   // A deleted row keeps its last content so the id stays reserved; history records the deletion with no content.
   // Current row, history row and index are written by one statement (one round trip).
-  const content = deleted ? null : JSON.stringify(v.resource);
+  const content = deleted ? null : stringifyJson(v.resource);
   const params: unknown[] = [rid, v.versionId, lastUpdated, content, resourceType, id, v.projectId, deleted];
   const index = replaceIndexCtes(rid, v.resource, params);
   await tx.query(
     `WITH upd AS (
        UPDATE resources SET version_id = $2, last_updated = $3, deleted = $8,
-         content = COALESCE($4::jsonb, content) WHERE rid = $1 RETURNING rid
+         content = COALESCE($4::json, content) WHERE rid = $1 RETURNING rid
      ), hist AS (
        INSERT INTO resource_history (rid, resource_type, id, version_id, project_id, last_updated, deleted, content)
-       VALUES ($1, $5, $6, $2, $7, $3, $8, $4::jsonb)
+       VALUES ($1, $5, $6, $2, $7, $3, $8, $4::json)
      ), ${index.join(', ')}
      SELECT count(*)::int AS n FROM upd`,
     params,

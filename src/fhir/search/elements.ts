@@ -1,5 +1,8 @@
 // `_elements`: a resource cut down to the listed top-level elements, marked SUBSETTED.
 // https://hl7.org/fhir/R4/search.html#elements
+import { parseJson } from '../json/parse.js';
+import { copyRawNumbers } from '../json/raw-numbers.js';
+import { stringifyJson } from '../json/stringify.js';
 import { elementInfo } from './model.js';
 
 export const SUBSETTED = {
@@ -14,7 +17,7 @@ const ALWAYS = new Set(['resourceType', 'id', 'meta']);
  * etc., and primitives keep their `_name` extensions), and adds the SUBSETTED tag once.
  */
 export function applyElements(json: string, elements: readonly string[]): string {
-  const resource = JSON.parse(json) as Record<string, unknown>;
+  const resource = parseJson(json) as Record<string, unknown>;
   const type = String(resource.resourceType);
   const wanted = new Set(elements);
   const choiceNames = elements.filter((e) => elementInfo(type, e)?.choice);
@@ -25,11 +28,14 @@ export function applyElements(json: string, elements: readonly string[]): string
   };
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(resource)) if (keep(key)) out[key] = value;
-  return markSubsetted(out);
+  return markSubsetted(out, resource);
 }
 
-/** The resource's JSON text with the SUBSETTED tag added once (resourceType first, as everywhere else). */
-export function markSubsetted(out: Record<string, unknown>): string {
+/**
+ * The JSON text of `out`, a part of the parsed `resource`, with the SUBSETTED tag added once (resourceType first, as
+ * everywhere else) and the exact number texts of `resource`'s own properties kept.
+ */
+export function markSubsetted(out: Record<string, unknown>, resource: object): string {
   const meta = { ...((out.meta as Record<string, unknown> | undefined) ?? {}) };
   const tags = Array.isArray(meta.tag) ? (meta.tag as { system?: string; code?: string }[]) : [];
   if (!tags.some((t) => t.system === SUBSETTED.system && t.code === SUBSETTED.code)) {
@@ -37,5 +43,7 @@ export function markSubsetted(out: Record<string, unknown>): string {
   }
   out.meta = meta;
   // resourceType first, as everywhere else.
-  return JSON.stringify({ resourceType: out.resourceType, ...out });
+  const shaped = { resourceType: out.resourceType, ...out };
+  copyRawNumbers(resource, shaped);
+  return stringifyJson(shaped);
 }

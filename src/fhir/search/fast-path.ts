@@ -3,12 +3,15 @@
 // of the R4 model. Anything else falls back to HL7's fhirpath engine (see extract.ts); a test checks both agree
 // on every HL7 example. https://hl7.org/fhir/R4/fhirpath.html
 import { elementInfo, isTypeOf, suffixOf } from './model.js';
+import { rawNumberText } from '../json/raw-numbers.js';
 import { referenceParts } from './normalise.js';
 
 /** A value found in a resource together with its FHIR type (`HumanName`, `dateTime`, `Reference`, ...). */
 export interface TypedValue {
   type: string;
   value: unknown;
+  /** A number's text as written when it differs from its JS form (`1.50`): see src/fhir/json/raw-numbers.ts. */
+  raw?: string;
 }
 
 export type Evaluator = (resource: Record<string, unknown>) => TypedValue[];
@@ -85,6 +88,13 @@ interface Lookup {
   childPath: string;
 }
 
+function node(value: unknown, l: Lookup, holder: object, key: string | number): Node {
+  const raw = typeof value === 'number' ? rawNumberText(holder, key) : undefined;
+  return raw === undefined
+    ? { value, type: l.type, p: l.childPath }
+    : { value, type: l.type, p: l.childPath, raw };
+}
+
 function fieldOp(table: Map<string, Lookup[]>): (nodes: Node[]) => Node[] {
   return (nodes) => {
     const out: Node[] = [];
@@ -96,9 +106,10 @@ function fieldOp(table: Map<string, Lookup[]>): (nodes: Node[]) => Node[] {
         const v = obj[l.key];
         if (v === undefined || v === null) continue;
         if (Array.isArray(v)) {
-          for (const item of v)
-            if (item !== null && item !== undefined) out.push({ value: item, type: l.type, p: l.childPath });
-        } else out.push({ value: v, type: l.type, p: l.childPath });
+          v.forEach((item: unknown, i) => {
+            if (item !== null && item !== undefined) out.push(node(item, l, v, i));
+          });
+        } else out.push(node(v, l, obj, l.key));
       }
     }
     return out;

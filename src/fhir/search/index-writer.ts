@@ -4,6 +4,7 @@
 // https://hl7.org/fhir/R4/search.html
 import type { Queryable } from '../../storage/db.js';
 import type { Resource } from '../types.js';
+import { parseJson } from '../json/parse.js';
 import { extractAll } from './extract.js';
 import type { IndexValue } from './normalise.js';
 
@@ -212,7 +213,7 @@ export async function reindexResources(tx: Queryable, rids: readonly number[]): 
   await deleteIndex(tx, rids);
   await writeIndex(
     tx,
-    r.rows.map((row) => ({ rid: Number(row.rid), resource: JSON.parse(row.json) as Resource })),
+    r.rows.map((row) => ({ rid: Number(row.rid), resource: parseJson(row.json) as Resource })),
   );
   return r.rows.length;
 }

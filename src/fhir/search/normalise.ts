@@ -1,5 +1,6 @@
 // Index values per search parameter type, as https://hl7.org/fhir/R4/search.html defines what each FHIR data type
 // contributes to a string, token, reference, date, number, quantity or uri parameter.
+import { rawNumberText } from '../json/raw-numbers.js';
 import { isResourceType } from './model.js';
 
 export type IndexValue =
@@ -170,8 +171,9 @@ export function decimalRange(
   };
 }
 
-function numberText(v: unknown): string | undefined {
-  if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+/** A number's text for a numeric column: as written when known (`raw`: exact, `12345678901234567890.12`). */
+function numberText(v: unknown, raw?: string): string | undefined {
+  if (typeof v === 'number' && Number.isFinite(v)) return raw ?? String(v);
   if (typeof v === 'string' && DECIMAL.test(v)) return v;
   return undefined;
 }
@@ -275,7 +277,7 @@ function quantityValues(type: string, v: unknown, out: IndexValue[]): void {
     if (o.high) quantityValues('Quantity', o.high, out);
     return;
   }
-  const value = numberText(o.value);
+  const value = numberText(o.value, rawNumberText(o, 'value'));
   if (value === undefined) return;
   if (type === 'Money') {
     out.push({
@@ -310,10 +312,10 @@ function dateValues(type: string, v: unknown, out: IndexValue[]): void {
 /** Index values of the typed values a parameter's expression selected. */
 export function toIndexValues(
   paramType: string,
-  found: readonly { type: string; value: unknown }[],
+  found: readonly { type: string; value: unknown; raw?: string }[],
 ): IndexValue[] {
   const out: IndexValue[] = [];
-  for (const { type: rawType, value: v } of found) {
+  for (const { type: rawType, value: v, raw } of found) {
     if (v === null || v === undefined) continue;
     const type = sniff(rawType, v);
     switch (paramType) {
@@ -342,7 +344,10 @@ export function toIndexValues(
         dateValues(type, v, out);
         break;
       case 'number': {
-        const n = numberText(typeof v === 'object' ? (v as Obj).value : v);
+        const n =
+          typeof v === 'object'
+            ? numberText((v as Obj).value, rawNumberText(v as Obj, 'value'))
+            : numberText(v, raw);
         if (n !== undefined) out.push({ t: 'number', value: n });
         break;
       }

@@ -667,7 +667,7 @@ describe.each(testDatabases())('paging, sorting and scope on $name', ({ open }) 
 
     const [rid] = await insert(db, [patient('re-1', 'Before')]);
     await db.query(
-      `UPDATE resources SET content = jsonb_set(content, '{name}', '[{"family":"After"}]') WHERE rid = $1`,
+      `UPDATE resources SET content = jsonb_set(content::jsonb, '{name}', '[{"family":"After"}]') WHERE rid = $1`,
       [rid],
     );
     expect(await ids(db, 'Patient', { family: 'after' })).toEqual([]);

@@ -423,7 +423,11 @@ export function contentJson(
   bind: (v: unknown) => string,
 ): string {
   if (!omit || omit.length === 0) return `${alias}.content::text`;
-  return `(${alias}.content - ${bind(omit)}::text[])::text`;
+  // content is json (migration 010): json_each keeps each value's text as stored, so decimals keep their form.
+  return (
+    `coalesce((SELECT json_object_agg(e.key, e.value ORDER BY e.n) FROM json_each(${alias}.content) WITH ORDINALITY ` +
+    `AS e(key, value, n) WHERE e.key <> ALL(${bind(omit)}::text[]))::text, '{}')`
+  );
 }
 
 const contentText = (req: SearchRequest, b: Builder): string => contentJson('r', req.omit, (v) => b.p(v));

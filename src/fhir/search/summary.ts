@@ -2,6 +2,8 @@
 // (`text`), or everything but the narrative (`data`), marked SUBSETTED. The summary flags are the base
 // definitions' `isSummary`. https://hl7.org/fhir/R4/search.html#summary
 import { structureNode, type StructureNode } from '../definitions/index.js';
+import { parseJson } from '../json/parse.js';
+import { copyRawNumbers } from '../json/raw-numbers.js';
 import { markSubsetted } from './elements.js';
 
 export type SummaryMode = 'true' | 'text' | 'data';
@@ -26,13 +28,14 @@ function summaryOf(obj: Json, node: StructureNode): Json {
         : summaryOf(value as Json, sub);
     } else out[key] = value;
   }
+  copyRawNumbers(obj, out);
   return out;
 }
 
 /** The resource JSON text in the `_summary` form asked; `false` (or no mode) leaves it as it is. */
 export function applySummary(json: string, mode: string | undefined): string {
   if (mode !== 'true' && mode !== 'text' && mode !== 'data') return json;
-  const resource = JSON.parse(json) as Json;
+  const resource = parseJson(json) as Json;
   const node = structureNode(String(resource.resourceType));
   if (!node) return json;
   let out: Json;
@@ -46,5 +49,5 @@ export function applySummary(json: string, mode: string | undefined): string {
       if (ALWAYS.has(key) || key === 'text' || (child && child.element.min >= 1)) out[key] = value;
     }
   } else out = summaryOf(resource, node);
-  return markSubsetted(out);
+  return markSubsetted(out, resource);
 }

@@ -1,6 +1,7 @@
 // Request bodies Cinder accepts: FHIR/JSON (and JSON Patch) and form posts (OAuth, POST _search).
 // Anything else is 415; malformed JSON is 400; an empty body parses to undefined (e.g. `$cancel`).
 import type { FastifyInstance } from 'fastify';
+import { parseJson } from '../../fhir/json/parse.js';
 import { FhirError } from '../../fhir/outcome.js';
 
 export type FormBody = Record<string, string | string[]>;
@@ -23,7 +24,8 @@ export function registerContentTypes(app: FastifyInstance): void {
       const text = body as string;
       if (text.trim() === '') return done(null, undefined);
       try {
-        done(null, JSON.parse(text));
+        // Numbers keep the text they were sent with (decimal precision, src/fhir/json/raw-numbers.ts).
+        done(null, parseJson(text));
       } catch (err) {
         done(
           new FhirError('structure', `Malformed JSON: ${(err as Error).message}`, 'http.malformed-json'),
