@@ -10,6 +10,7 @@ import * as m006 from './migrations/006-live-count.js';
 import * as m007 from './migrations/007-idp-client-secrets.js';
 import * as m008 from './migrations/008-client-assertion-jtis.js';
 import * as m009 from './migrations/009-file-chunks.js';
+import * as m010 from './migrations/010-file-bytes.js';
 
 export interface Migration {
   version: number;
@@ -17,7 +18,7 @@ export interface Migration {
 }
 
 /** Ordered on purpose: a migration's number is its place in history, not a file listing. */
-export const MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009];
+export const MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010];
 
 const LOCK_KEY = 72_410_001;
 
