@@ -2,7 +2,7 @@
 import type { FastifyReply } from 'fastify';
 import type { OAuthError } from '../auth/oauth-error.js';
 import { FhirError, type OperationOutcome } from '../fhir/outcome.js';
-import { RawJson, RawText, type FhirResult } from '../fhir/result.js';
+import { RawBytes, RawJson, RawText, type FhirResult } from '../fhir/result.js';
 
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
@@ -17,6 +17,11 @@ export function sendResult(reply: FastifyReply, result: FhirResult, fhirBase: st
   for (const [k, v] of Object.entries(result.headers ?? {})) reply.header(k, v);
   if (result.body === null) return reply.send();
   if (result.body instanceof RawText) return reply.type(result.body.contentType).send(result.body.text);
+  if (result.body instanceof RawBytes) {
+    // Uploaded content served from the API's origin: never sniffed into something else, never run as a page.
+    reply.header('x-content-type-options', 'nosniff').header('content-security-policy', 'sandbox');
+    return reply.type(result.body.contentType).send(result.body.data);
+  }
   reply.type(FHIR_JSON);
   return reply.send(result.body instanceof RawJson ? result.body.text : JSON.stringify(result.body));
 }
