@@ -1,55 +1,13 @@
 // Binary over REST (https://hl7.org/fhir/R4/binary.html#rest): raw uploads of any Content-Type stored in the file
 // store (not the row), reads answering raw bytes or FHIR JSON by Accept/_format, versions, size limit, 415 elsewhere.
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { binaryKey } from '../../src/fhir/repository/binary-content.js';
-import { fileStoreFor } from '../../src/storage/db-files.js';
-import type { FileStore } from '../../src/storage/files.js';
-import type { Db } from '../../src/storage/db.js';
 import { testDatabases } from '../support/db.js';
-import { startTestApp, type TestApp } from '../support/app.js';
-
-/** Bytes that are not valid UTF-8 (a text body would mangle them). */
-export const PNG = Buffer.from([
-  0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0xff, 0xfe, 0x80, 0x7f,
-]);
-const MAX = 64 * 1024;
-
-export function issueOf(body: string): { severity: string; code: string; details?: { text: string } } {
-  const oo = JSON.parse(body) as { resourceType: string; issue: { severity: string; code: string }[] };
-  expect(oo.resourceType).toBe('OperationOutcome');
-  return oo.issue[0] as never;
-}
-
-/** Starts an app whose file store is the one production picks (PostgreSQL's file_chunks on PostgreSQL). */
-export async function startBinaryApp(
-  database: typeof testDatabases extends () => (infer D)[] ? D : never,
-  jobs = false,
-): Promise<{ t: TestApp; db: Db; files: FileStore; close: () => Promise<void> }> {
-  const db = await database.open();
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-binary-'));
-  const files = fileStoreFor(db, dataDir);
-  const t = await startTestApp(
-    database,
-    { dataDir, binaryMaxBytes: MAX },
-    { db, files, ...(jobs ? { jobs: {} } : {}) },
-  );
-  return {
-    t,
-    db,
-    files,
-    async close() {
-      await t.close();
-      await db.close();
-      fs.rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
-}
+import type { TestApp } from '../support/app.js';
+import { issueOf, MAX, PNG, startBinaryApp, type BinaryApp } from '../support/binary.js';
 
 describe.each(testDatabases())('Binary on $name', (database) => {
-  let s: Awaited<ReturnType<typeof startBinaryApp>>;
+  let s: BinaryApp;
   let t: TestApp;
   let token: string;
   let other: string;
@@ -285,85 +243,5 @@ describe.each(testDatabases())('Binary on $name', (database) => {
     const over = await upload(Buffer.alloc(MAX + 1, 1), { 'content-type': 'application/octet-stream' });
     expect(over.statusCode).toBe(413);
     expect(issueOf(over.body)).toMatchObject({ severity: 'error', code: 'too-long' });
-  });
-
-  it('sets securityContext from X-Security-Context, refusing what is not a reference', async () => {
-    const patient = (
-      await t.request({
-        method: 'POST',
-        url: `${t.fhir}/Patient`,
-        token,
-        payload: { resourceType: 'Patient' },
-      })
-    ).json().id as string;
-    const created = await upload(PNG, {
-      'content-type': 'image/png',
-      'x-security-context': `Patient/${patient}`,
-    });
-    expect(created.json().securityContext).toEqual({ reference: `Patient/${patient}` });
-    const put = await upload(
-      'v2',
-      { 'content-type': 'text/plain', 'x-security-context': `Patient/${patient}` },
-      `Binary/${created.json().id as string}`,
-      'PUT',
-    );
-    expect(put.json().securityContext).toEqual({ reference: `Patient/${patient}` });
-    for (const bad of ['not a reference', 'Nonsense/1', 'Patient/', 'Patient/a/b', 'http://x/Patient/1']) {
-      const res = await upload(PNG, { 'content-type': 'image/png', 'x-security-context': bad });
-      expect(res.statusCode, bad).toBe(400);
-      expect(issueOf(res.body)).toMatchObject({ code: 'invalid' });
-      expect(issueOf(res.body).details?.text).toMatch(/^X-Security-Context must be a reference/);
-    }
-  });
-
-  it('keeps Binaries to their project: another project gets 404 for read, vread, JSON, update and delete', async () => {
-    const id = (await upload(PNG, { 'content-type': 'image/png' })).json().id as string;
-    for (const [url, headers] of [
-      [`Binary/${id}`, {}],
-      [`Binary/${id}`, { accept: 'application/fhir+json' }],
-      [`Binary/${id}/_history/1`, {}],
-      [`Binary/${id}/_history`, {}],
-    ] as const) {
-      const res = await get(url, headers, other);
-      expect(res.statusCode, url).toBe(404);
-      expect(issueOf(res.body)).toMatchObject({ severity: 'error', code: 'not-found' });
-    }
-    const put = await t.request({
-      method: 'PUT',
-      url: `${t.fhir}/Binary/${id}`,
-      token: other,
-      headers: { 'content-type': 'text/plain' },
-      payload: 'mine',
-    });
-    expect(put.statusCode).toBe(404);
-    expect(issueOf(put.body).code).toBe('not-found');
-    const del = await t.request({ method: 'DELETE', url: `${t.fhir}/Binary/${id}`, token: other });
-    expect(del.statusCode).toBe(404);
-    expect((await get(`Binary/${id}`)).rawPayload.equals(PNG)).toBe(true);
-  });
-
-  it('a deleted Binary answers 410 to raw and JSON reads', async () => {
-    const id = (await upload(PNG, { 'content-type': 'image/png' })).json().id as string;
-    expect((await t.request({ method: 'DELETE', url: `${t.fhir}/Binary/${id}`, token })).statusCode).toBe(
-      200,
-    );
-    for (const headers of [{}, { accept: 'application/fhir+json' }]) {
-      const res = await get(`Binary/${id}`, headers);
-      expect(res.statusCode).toBe(410);
-      expect(issueOf(res.body)).toMatchObject({ severity: 'error', code: 'deleted' });
-    }
-    const gone = await get(`Binary/${id}/_history/2`);
-    expect(gone.statusCode).toBe(410);
-  });
-
-  it('says what Binary does in the CapabilityStatement', async () => {
-    const cs = (await t.request({ method: 'GET', url: `${t.fhir}/metadata` })).json() as {
-      rest: { resource: { type: string; documentation?: string; interaction: { code: string }[] }[] }[];
-    };
-    const binary = cs.rest[0]?.resource.find((r) => r.type === 'Binary');
-    expect(binary?.documentation).toMatch(/X-Security-Context/);
-    expect(binary?.interaction.map((i) => i.code)).toEqual(
-      expect.arrayContaining(['create', 'read', 'vread', 'update', 'delete', 'history-instance']),
-    );
   });
 });
