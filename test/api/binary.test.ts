@@ -75,6 +75,8 @@ describe.each(testDatabases())('Binary on $name', (database) => {
     }
     const notModified = await get(`Binary/${binary.id}`, { 'if-none-match': 'W/"1"' });
     expect(notModified.statusCode).toBe(304);
+    const head = await t.request({ method: 'HEAD', url: `${t.fhir}/Binary/${binary.id}`, token });
+    expect([head.statusCode, head.headers['content-type'], head.body]).toEqual([200, 'image/png', '']);
     // Search entries carry the metadata, not the content.
     const search = await get(`Binary?_id=${binary.id}`, { accept: 'application/fhir+json' });
     const entry = (search.json() as { entry: { resource: Record<string, unknown> }[] }).entry;
@@ -219,6 +221,16 @@ describe.each(testDatabases())('Binary on $name', (database) => {
     expect((await get(`Binary/${bare.json().id as string}`)).headers['content-type']).toBe(
       'application/octet-stream',
     );
+    // A form is still a search where one is taken.
+    const search = await upload(
+      `_id=${form.json().id as string}`,
+      {
+        'content-type': 'application/x-www-form-urlencoded',
+      },
+      'Binary/_search',
+    );
+    expect(search.statusCode, search.body).toBe(200);
+    expect((search.json() as { total: number }).total).toBe(1);
     const empty = await upload('', { 'content-type': 'text/plain' });
     expect(empty.statusCode).toBe(201);
     const emptyRead = await get(`Binary/${empty.json().id as string}`);

@@ -2,7 +2,7 @@
 // Binary written with a file store has its bytes under `binary/b-<id>/<versionId>` (the `b-` prefix keeps ids such
 // as `.x` plain file names); its row keeps contentType, securityContext and `url` (`Binary/<id>`), never `data`. So
 // the key is derived from the row: there is no stored pointer for a client to see or forge.
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import type { FileStore } from '../../storage/files.js';
 import { assertSecurityContextRead } from '../access.js';
 import { RawBytes, RawJson } from '../result.js';
@@ -69,9 +69,21 @@ export async function binaryBytes(ctx: RepoContext, row: StoredRow): Promise<Raw
     typeof resource.contentType === 'string' && MEDIA_TYPE.test(resource.contentType)
       ? resource.contentType
       : 'application/octet-stream';
-  if (typeof resource.data === 'string') return new RawBytes(Buffer.from(resource.data, 'base64'), type);
-  const stream = ctx.binaries ? await ctx.binaries.read(binaryKey(row.id, row.version_id)) : undefined;
-  return new RawBytes(stream ?? Buffer.alloc(0), type);
+  if (typeof resource.data === 'string' || !ctx.binaries)
+    return new RawBytes(Buffer.from(typeof resource.data === 'string' ? resource.data : '', 'base64'), type);
+  return new RawBytes(
+    Readable.from(opened(ctx.binaries, binaryKey(row.id, row.version_id)), { objectMode: false }),
+    type,
+  );
+}
+
+/**
+ * The file's chunks, opened only when the response is sent: a 304 (or a HEAD) never consumes the stream, and a file
+ * opened for it would stay open. A missing file is an empty content (a Binary written without `data`).
+ */
+async function* opened(files: FileStore, key: string): AsyncGenerator<Buffer> {
+  const stream = await files.read(key);
+  if (stream) for await (const chunk of stream) yield Buffer.from(chunk as Uint8Array);
 }
 
 /** Deletes the contents of every version of these Binaries (`$expunge`). */
