@@ -10,7 +10,6 @@ describe.each(testDatabases())('Binary on $name', (database) => {
   let s: BinaryApp;
   let t: TestApp;
   let token: string;
-  let other: string;
   const upload = (
     payload: Buffer | string,
     headers: Record<string, string>,
@@ -24,7 +23,6 @@ describe.each(testDatabases())('Binary on $name', (database) => {
     s = await startBinaryApp(database);
     t = s.t;
     token = (await t.newProject()).adminToken;
-    other = (await t.newProject()).adminToken;
   });
   afterAll(async () => s?.close());
 
