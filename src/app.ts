@@ -136,6 +136,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   wellKnownRoutes(app, { keys: deps.keys, baseUrl: config.baseUrl });
   oauthRoutes(app, auth, { loginGuard });
   adminRoutes(app, { db, clock, newId, fhirBase, membershipsChanged: () => auth.principals.changed() });
+  // Export files and Binary contents share one store (API.md §1 dataDir, or PostgreSQL's file_chunks).
+  const files = deps.files ?? fileStoreFor(deps.db, config.dataDir);
   await app.register(
     async (f) => {
       operationRoutes(f, {
@@ -150,7 +152,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       jobRoutes(f, {
         db,
         signals: deps.signals,
-        files: deps.files ?? fileStoreFor(deps.db, config.dataDir),
+        files,
         clock,
         newId,
         fhirBase,
@@ -163,6 +165,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         maxBundleEntries: config.maxBundleEntries,
         allowedOutboundHosts: config.allowedOutboundHosts,
         written: statistics.written,
+        binaries: files,
+        binaryMaxBytes: config.binaryMaxBytes,
       });
     },
     { prefix: '/fhir/R4' },

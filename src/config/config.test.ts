@@ -51,6 +51,12 @@ describe('configuration', () => {
     );
   });
 
+  it('caps raw Binary uploads at binaryMaxBytes (BINARY_MAX_BYTES), 50 MiB by default, at least 1', () => {
+    expect(parseConfig({}).binaryMaxBytes).toBe(50 * 1024 * 1024);
+    expect(loadConfig([], { BINARY_MAX_BYTES: '1024' }).binaryMaxBytes).toBe(1024);
+    expect(() => parseConfig({ binaryMaxBytes: 0 })).toThrow(/^Invalid configuration: binaryMaxBytes: /);
+  });
+
   it('allows any CORS origin by default; corsOrigins (CORS_ORIGINS, a comma list) names origins', () => {
     expect(parseConfig({}).corsOrigins).toEqual(['*']);
     expect(

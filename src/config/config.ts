@@ -47,6 +47,12 @@ export const configSchema = z
       .int()
       .min(1024)
       .default(32 * 1024 * 1024),
+    /** Largest raw Binary upload in bytes (any Content-Type but FHIR JSON to `{fhir}/Binary`); beyond it: 413. */
+    binaryMaxBytes: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .default(50 * 1024 * 1024),
     /** Largest number of entries accepted in one batch or transaction Bundle. */
     maxBundleEntries: z.coerce.number().int().min(1).default(10_000),
     /** Largest total size of a request's line and headers in bytes (Node's maxHeaderSize); beyond it: 431. */
@@ -165,6 +171,7 @@ const ENV_KEYS: Record<string, string> = {
   EXPORT_PAGE_SIZE: 'exportPageSize',
   EXPORT_FILE_RESOURCES: 'exportFileResources',
   CORS_ORIGINS: 'corsOrigins',
+  BINARY_MAX_BYTES: 'binaryMaxBytes',
 };
 
 /** Validates raw input; a bad value throws one ConfigError line naming the key. */

@@ -129,6 +129,32 @@ export function assertWrite(actor: Actor, resourceType: string, interaction?: Wr
   }
 }
 
+/** The resource type a reference names: `Type/id`, `Type/id/_history/v`, or an absolute URL ending so. */
+function referencedType(reference: unknown): string | undefined {
+  const ref = (reference as { reference?: unknown } | undefined)?.reference;
+  if (typeof ref !== 'string') return undefined;
+  return /(?:^|\/)([A-Z][A-Za-z]{0,63})\/[A-Za-z0-9\-.]{1,64}(?:\/_history\/[A-Za-z0-9\-.]{1,64})?$/.exec(
+    ref,
+  )?.[1];
+}
+
+/**
+ * A Binary's content is read under its securityContext (https://hl7.org/fhir/R4/binary.html#security): besides
+ * reading Binary in its project, the caller needs read access (role and SMART scopes) to the type of the resource the
+ * securityContext names, so a Binary attached to a ClientApplication is for project admins, and a token scoped to
+ * `system/Binary.r` alone cannot read content attached to a Patient. Cinder's scopes are per type (no patient or
+ * compartment scopes yet), so the type is what is checked.
+ */
+export function assertSecurityContextRead(actor: Actor, securityContext: unknown): void {
+  const type = referencedType(securityContext);
+  if (type === undefined || canRead(actor, type, 'read')) return;
+  throw new FhirError(
+    'forbidden',
+    `Forbidden: this Binary's securityContext needs read access to ${type}`,
+    'access.binary-context',
+  );
+}
+
 /**
  * Whether the actor is a super administrator whose token is not narrowed by scopes (only `system/*.cruds` or none):
  * super administrator actions ($reindex, $expunge, setting passwords) span every type.

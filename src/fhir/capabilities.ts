@@ -18,6 +18,13 @@ const INTERACTIONS = [
   'search-type',
 ];
 
+/** What Binary does beyond the interactions every type has (src/http/routes/binary.ts). */
+const BINARY_DOCUMENTATION =
+  'create and update take any Content-Type: raw bytes become the content, contentType comes from Content-Type and ' +
+  'securityContext from X-Security-Context. read and vread answer the raw content with its contentType unless ' +
+  'FHIR JSON is asked for (Accept or _format), which gets the resource with base64 data. Search and history ' +
+  'entries carry no data.';
+
 /** `rest.operation` / `rest.resource.operation` entries for the operations at `level` on `type`. */
 function operations(
   fhirBase: string,
@@ -108,6 +115,7 @@ export function capabilityStatement(fhirBase: string, now: Date): Record<string,
         operation: operations(fhirBase, (op) => op.level === 'system'),
         resource: resourceTypes().map((type) => ({
           type,
+          ...(type === 'Binary' ? { documentation: BINARY_DOCUMENTATION } : {}),
           interaction: INTERACTIONS.map((code) => ({ code })),
           versioning: 'versioned',
           readHistory: true,

@@ -1,4 +1,5 @@
 // FHIR functions return a result value; http/reply.ts is the one place that turns it into a response.
+import type { Readable } from 'node:stream';
 import type { OperationOutcome } from './outcome.js';
 import type { Resource } from './types.js';
 
@@ -15,9 +16,17 @@ export class RawText {
   ) {}
 }
 
+/** Bytes that are not FHIR at all (a Binary's content), sent as they are with their own Content-Type. */
+export class RawBytes {
+  constructor(
+    readonly data: Readable | Uint8Array,
+    readonly contentType: string,
+  ) {}
+}
+
 export interface FhirResult {
   status: number;
-  body: Resource | OperationOutcome | RawJson | RawText | null;
+  body: Resource | OperationOutcome | RawJson | RawText | RawBytes | null;
   /** Relative to the FHIR base, e.g. `Patient/1/_history/2`. */
   location?: string;
   versionId?: string;

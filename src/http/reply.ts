@@ -3,7 +3,7 @@ import type { FastifyReply } from 'fastify';
 import type { OAuthError } from '../auth/oauth-error.js';
 import { stringifyJson } from '../fhir/json/stringify.js';
 import { FhirError, type OperationOutcome } from '../fhir/outcome.js';
-import { RawJson, RawText, type FhirResult } from '../fhir/result.js';
+import { RawBytes, RawJson, RawText, type FhirResult } from '../fhir/result.js';
 
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
@@ -18,6 +18,11 @@ export function sendResult(reply: FastifyReply, result: FhirResult, fhirBase: st
   for (const [k, v] of Object.entries(result.headers ?? {})) reply.header(k, v);
   if (result.body === null) return reply.send();
   if (result.body instanceof RawText) return reply.type(result.body.contentType).send(result.body.text);
+  if (result.body instanceof RawBytes) {
+    // Uploaded content served from the API's origin: never sniffed into something else, never run as a page.
+    reply.header('x-content-type-options', 'nosniff').header('content-security-policy', 'sandbox');
+    return reply.type(result.body.contentType).send(result.body.data);
+  }
   reply.type(FHIR_JSON);
   return reply.send(result.body instanceof RawJson ? result.body.text : stringifyJson(result.body));
 }

@@ -39,6 +39,26 @@ describe.each(testDatabases())('dbFileStore on $name', ({ open }) => {
     expect(await text(store, key)).toBe(`é1\n${lines.join('')}`);
   });
 
+  it('puts whole byte files (several chunks, empty ones too), replacing an earlier put', async () => {
+    const big = Buffer.alloc(2.5 * 1024 * 1024);
+    for (let i = 0; i < big.length; i++) big[i] = (i * 7) % 256;
+    await store.put('binary/b-x/1', big);
+    const read = async (key: string): Promise<Buffer | undefined> => {
+      const stream = await store.read(key);
+      if (!stream) return undefined;
+      const parts: Buffer[] = [];
+      for await (const chunk of stream) parts.push(Buffer.from(chunk as Uint8Array));
+      return Buffer.concat(parts);
+    };
+    expect((await read('binary/b-x/1'))?.equals(big)).toBe(true);
+    await store.put('binary/b-x/1', Uint8Array.from([0, 255, 0x80]));
+    expect([...((await read('binary/b-x/1')) ?? [])]).toEqual([0, 255, 0x80]);
+    await store.put('binary/b-x/2', new Uint8Array(0));
+    expect((await read('binary/b-x/2'))?.length).toBe(0);
+    await store.deleteDir('binary/b-x');
+    expect(await read('binary/b-x/1')).toBeUndefined();
+  });
+
   it('deletes the files of one directory only', async () => {
     await store.append('exports/a/Patient.ndjson', 'a\n');
     await store.append('exports/a/Observation.2.ndjson', 'b\n');
@@ -54,6 +74,7 @@ describe.each(testDatabases())('dbFileStore on $name', ({ open }) => {
     async (key) => {
       await expect(store.read(key)).rejects.toBeInstanceOf(InvalidFileKeyError);
       await expect(store.append(key, 'x')).rejects.toBeInstanceOf(InvalidFileKeyError);
+      await expect(store.put(key, new Uint8Array(1))).rejects.toBeInstanceOf(InvalidFileKeyError);
       await expect(store.truncate(key, 0)).rejects.toBeInstanceOf(InvalidFileKeyError);
       await expect(store.deleteDir(key)).rejects.toBeInstanceOf(InvalidFileKeyError);
     },

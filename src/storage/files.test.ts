@@ -36,6 +36,7 @@ describe('localFileStore keys', () => {
   it.each(bad)('refuses %j for every operation', async (key) => {
     await expect(store.read(key)).rejects.toBeInstanceOf(InvalidFileKeyError);
     await expect(store.append(key, 'x')).rejects.toBeInstanceOf(InvalidFileKeyError);
+    await expect(store.put(key, new Uint8Array(1))).rejects.toBeInstanceOf(InvalidFileKeyError);
     await expect(store.truncate(key, 0)).rejects.toBeInstanceOf(InvalidFileKeyError);
     await expect(store.deleteDir(key)).rejects.toBeInstanceOf(InvalidFileKeyError);
     expect(fs.readFileSync(path.join(dir, 'outside.ndjson'), 'utf8')).toBe('secret\n');
@@ -46,6 +47,9 @@ describe('localFileStore keys', () => {
     for (const name of ['Patient.ndjson', 'a..b', 'job-1_2', '0']) expect(isPlainFileName(name)).toBe(true);
     expect(await store.append('exports/job/Patient.ndjson', 'a\n')).toBe(2);
     expect(await store.read('exports/job/Missing.ndjson')).toBeUndefined();
+    await store.put('exports/job/bytes', Uint8Array.from([0, 255, 1]));
+    await store.put('exports/job/bytes', Uint8Array.from([0, 255]));
+    expect([...fs.readFileSync(path.join(root, 'exports', 'job', 'bytes'))]).toEqual([0, 255]);
     await store.deleteDir('exports/job');
     expect(fs.existsSync(path.join(root, 'exports', 'job'))).toBe(false);
   });

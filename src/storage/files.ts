@@ -1,4 +1,4 @@
-// Files written by jobs (bulk export NDJSON) behind one interface, so that an S3-compatible store can implement it
+// Files written by jobs (bulk export NDJSON) and Binary contents behind one interface, so that an S3-compatible store can implement it
 // later (append = multipart upload parts, truncate = drop the parts after a checkpoint). Keys are relative paths
 // such as `exports/<jobId>/Patient.ndjson`; the local implementation keeps them under `<dataDir>/files`.
 import fs from 'node:fs';
@@ -8,6 +8,8 @@ import type { Readable } from 'node:stream';
 export interface FileStore {
   /** Appends text to a file (creating it) and returns its new size in bytes. */
   append(key: string, text: string): Promise<number>;
+  /** Writes a whole file of bytes (a Binary's content), replacing any file of that key. */
+  put(key: string, bytes: Uint8Array): Promise<void>;
   /** Cuts a file back to `size` bytes (a resumed job drops what was written after its last checkpoint). */
   truncate(key: string, size: number): Promise<void>;
   /** A stream of the file, or undefined when it does not exist. */
@@ -47,6 +49,11 @@ export function localFileStore(root: string): FileStore {
       await fs.promises.mkdir(path.dirname(file), { recursive: true });
       await fs.promises.appendFile(file, text);
       return (await fs.promises.stat(file)).size;
+    },
+    async put(key, bytes) {
+      const file = resolve(key);
+      await fs.promises.mkdir(path.dirname(file), { recursive: true });
+      await fs.promises.writeFile(file, bytes);
     },
     async truncate(key, size) {
       const file = resolve(key);

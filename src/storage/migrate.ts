@@ -12,6 +12,7 @@ import * as m008 from './migrations/008-client-assertion-jtis.js';
 import * as m009 from './migrations/009-file-chunks.js';
 import * as m010 from './migrations/010-composite-groups.js';
 import * as m011 from './migrations/011-exact-content.js';
+import * as m012 from './migrations/012-file-bytes.js';
 
 export interface Migration {
   version: number;
@@ -31,6 +32,7 @@ export const MIGRATIONS: readonly Migration[] = [
   m009,
   m010,
   m011,
+  m012,
 ];
 
 const LOCK_KEY = 72_410_001;

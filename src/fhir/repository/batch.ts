@@ -15,6 +15,7 @@ import {
   runEntry,
   type ParsedEntry,
 } from './bundle-entry.js';
+import { storeBinaryContent } from './binary-content.js';
 import type { RepoContext } from './context.js';
 import { commitCreates, createdResult, createResource } from './create.js';
 import { storageErrorToFhir } from './storage-errors.js';
@@ -69,6 +70,7 @@ export async function processBatch(
       await db.transaction((tx) => commitCreates(tx, ctx, prepared));
     else {
       await checkWriteRules(db, ctx, prepared);
+      await storeBinaryContent(ctx, prepared);
       await insertResources(db, prepared);
     }
     for (const g of group) out[g.i] = resultEntry(createdResult(g.p), ctx.fhirBase);

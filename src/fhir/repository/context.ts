@@ -1,4 +1,5 @@
 // What every repository call needs to know about its caller and its environment (passed in, never global).
+import type { FileStore } from '../../storage/files.js';
 import type { Actor } from '../access.js';
 import type { AccessScope } from '../types.js';
 
@@ -17,6 +18,11 @@ export interface RepoContext {
    * private addresses (API.md §2, checked at save by write-rules.ts). Absent: none.
    */
   allowedOutboundHosts?: readonly string[];
+  /**
+   * Where Binary contents live (binary-content.ts). Absent (bootstrap, jobs): a Binary keeps its base64 `data` in its
+   * row, and reads serve it from there.
+   */
+  binaries?: FileStore;
 }
 
 export function visible(ctx: Pick<RepoContext, 'scope'>, projectId: string): boolean {

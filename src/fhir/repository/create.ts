@@ -7,6 +7,7 @@ import { executeSearch } from '../search/execute.js';
 import { parseSearchRequest } from '../search/parse.js';
 import type { Resource } from '../types.js';
 import type { RepoContext } from './context.js';
+import { storeBinaryContent } from './binary-content.js';
 import { prepareWrite, type PreparedWrite } from './prepare.js';
 import { chainedTypes } from './search.js';
 import { storeSecrets } from './secrets.js';
@@ -21,6 +22,7 @@ export async function commitCreates(
   items: readonly PreparedWrite[],
 ): Promise<void> {
   await checkWriteRules(tx, ctx, items);
+  await storeBinaryContent(ctx, items);
   await insertResources(tx, items);
   for (const it of items) {
     if (it.secrets.length)
@@ -98,6 +100,7 @@ export async function createResource(
   // Without secrets a create is one statement, atomic on its own: no BEGIN/COMMIT round trips.
   if (prepared.secrets.length === 0) {
     await checkWriteRules(db, ctx, [prepared]);
+    await storeBinaryContent(ctx, [prepared]);
     await insertResources(db, [prepared]);
   } else await db.transaction((tx) => commitCreates(tx, ctx, [prepared]));
   return createdResult(prepared);

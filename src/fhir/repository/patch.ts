@@ -8,6 +8,7 @@ import { FhirError } from '../outcome.js';
 import type { FhirResult } from '../result.js';
 import type { Resource } from '../types.js';
 import { assertDepth, MAX_RESOURCE_DEPTH, tooDeepElement } from '../validation/depth.js';
+import { binaryWithData } from './binary-content.js';
 import type { RepoContext } from './context.js';
 import { readVisibleRow } from './read.js';
 import { assertVersion, writeNextVersion } from './update.js';
@@ -38,7 +39,9 @@ export async function patchInTx(
   if (!row) throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'rest.patch.not-found');
   if (row.deleted) throw new FhirError('deleted', `Deleted: ${resourceType}/${id}`, 'rest.patch.gone');
   assertVersion(row, ifMatch);
-  const current = parseJson(row.json) as Resource;
+  // A Binary is patched as clients see it: with its content as `data`.
+  const current =
+    resourceType === 'Binary' ? await binaryWithData(ctx, row) : (parseJson(row.json) as Resource);
   let patched: Resource;
   try {
     const err = jsonpatch.validate(ops as jsonpatch.Operation[], current);

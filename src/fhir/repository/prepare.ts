@@ -5,6 +5,7 @@ import { FhirError } from '../outcome.js';
 import type { Resource } from '../types.js';
 import { assertDepth, MAX_RESOURCE_DEPTH } from '../validation/depth.js';
 import { assertValid } from '../validation/validate.js';
+import { extractBinaryData } from './binary-content.js';
 import type { RepoContext } from './context.js';
 import { extractSecrets, type ExtractedSecret } from './secrets.js';
 import type { NewVersion } from './store.js';
@@ -12,6 +13,8 @@ import type { NewVersion } from './store.js';
 export interface PreparedWrite extends NewVersion {
   secrets: ExtractedSecret[];
   revealedSecret?: string;
+  /** A Binary's content, stored in the file store beside the version (binary-content.ts), not in its row. */
+  content?: Buffer;
 }
 
 const ID_RE = /^[A-Za-z0-9\-.]{1,64}$/;
@@ -141,5 +144,9 @@ export function prepareWrite(
   };
   copyRawNumbers(clean, resource); // top-level decimals (e.g. ChargeItem.factorOverride) keep their text
   assertValid(resource);
+  if (resource.resourceType === 'Binary' && ctx.binaries) {
+    const { resource: row, content } = extractBinaryData(resource);
+    return { resource: row, projectId, versionId, lastUpdated: now, secrets, content };
+  }
   return { resource, projectId, versionId, lastUpdated: now, secrets, revealedSecret: revealed };
 }

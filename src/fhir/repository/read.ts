@@ -3,6 +3,7 @@ import type { Queryable } from '../../storage/db.js';
 import { assertRead } from '../access.js';
 import { FhirError } from '../outcome.js';
 import { RawJson, type FhirResult } from '../result.js';
+import { binaryBytes, binaryJson } from './binary-content.js';
 import { visible, type RepoContext } from './context.js';
 import { selectCurrent, selectVersion, type StoredRow } from './store.js';
 
@@ -21,12 +22,13 @@ export async function readVisibleRow(
   return row && visible(ctx, row.project_id) ? row : undefined;
 }
 
-export async function readResource(
+/** The current version the caller may read, or the read's 403, 404 or 410. */
+export async function readLiveRow(
   db: Queryable,
   ctx: RepoContext,
   resourceType: string,
   id: string,
-): Promise<FhirResult> {
+): Promise<StoredRow> {
   assertRead(ctx.actor, resourceType);
   const row = await readVisibleRow(db, ctx, resourceType, id);
   if (!row) throw notFound(resourceType, id);
@@ -35,12 +37,49 @@ export async function readResource(
       headers: { etag: `W/"${row.version_id}"` },
     });
   }
+  return row;
+}
+
+/** Version `versionId` when the caller may read it, or the vread's 403, 404 or 410. */
+export async function readVersionRow(
+  db: Queryable,
+  ctx: RepoContext,
+  resourceType: string,
+  id: string,
+  versionId: string,
+): Promise<StoredRow> {
+  assertRead(ctx.actor, resourceType);
+  const v = Number(versionId);
+  if (!Number.isInteger(v) || v < 1) throw notFound(resourceType, `${id}/_history/${versionId}`);
+  const row = await selectVersion(db, resourceType, id, v);
+  if (!row || !visible(ctx, row.project_id)) throw notFound(resourceType, `${id}/_history/${versionId}`);
+  if (row.deleted || row.json === null) {
+    throw new FhirError('deleted', `Deleted: ${resourceType}/${id}/_history/${versionId}`, 'rest.vread.gone');
+  }
+  return row as StoredRow;
+}
+
+/** A row as the answer of a read: its JSON as stored, a Binary with its content as `data`. */
+export async function rowResult(
+  ctx: RepoContext,
+  row: StoredRow,
+  body?: FhirResult['body'],
+): Promise<FhirResult> {
   return {
     status: 200,
-    body: new RawJson(row.json),
+    body: body ?? (row.resource_type === 'Binary' ? await binaryJson(ctx, row) : new RawJson(row.json)),
     versionId: String(row.version_id),
     lastModified: row.last_updated,
   };
+}
+
+export async function readResource(
+  db: Queryable,
+  ctx: RepoContext,
+  resourceType: string,
+  id: string,
+): Promise<FhirResult> {
+  return rowResult(ctx, await readLiveRow(db, ctx, resourceType, id));
 }
 
 export async function vreadResource(
@@ -50,18 +89,22 @@ export async function vreadResource(
   id: string,
   versionId: string,
 ): Promise<FhirResult> {
-  assertRead(ctx.actor, resourceType);
-  const v = Number(versionId);
-  if (!Number.isInteger(v) || v < 1) throw notFound(resourceType, `${id}/_history/${versionId}`);
-  const row = await selectVersion(db, resourceType, id, v);
-  if (!row || !visible(ctx, row.project_id)) throw notFound(resourceType, `${id}/_history/${versionId}`);
-  if (row.deleted || row.json === null) {
-    throw new FhirError('deleted', `Deleted: ${resourceType}/${id}/_history/${versionId}`, 'rest.vread.gone');
-  }
-  return {
-    status: 200,
-    body: new RawJson(row.json),
-    versionId: String(row.version_id),
-    lastModified: row.last_updated,
-  };
+  return rowResult(ctx, await readVersionRow(db, ctx, resourceType, id, versionId));
+}
+
+/**
+ * Read (no `versionId`) or vread of a Binary answered with its raw content and contentType
+ * (https://hl7.org/fhir/R4/binary.html#rest), with the access, 404 and 410 of any read.
+ */
+export async function readBinaryContent(
+  db: Queryable,
+  ctx: RepoContext,
+  id: string,
+  versionId?: string,
+): Promise<FhirResult> {
+  const row =
+    versionId === undefined
+      ? await readLiveRow(db, ctx, 'Binary', id)
+      : await readVersionRow(db, ctx, 'Binary', id, versionId);
+  return rowResult(ctx, row, await binaryBytes(ctx, row));
 }

@@ -6,6 +6,7 @@ import type { FhirResult } from '../result.js';
 import type { Resource } from '../types.js';
 import { visible, type RepoContext } from './context.js';
 import { commitCreates, createdResult } from './create.js';
+import { storeBinaryContent } from './binary-content.js';
 import { assertId, prepareWrite } from './prepare.js';
 import { storeSecrets } from './secrets.js';
 import { selectCurrent, writeVersion, type StoredRow } from './store.js';
@@ -45,6 +46,7 @@ export async function writeNextVersion(
 ): Promise<FhirResult> {
   const prepared = prepareWrite(ctx, input, row.id, row.version_id + 1, ctx.clock(), row.project_id);
   await checkWriteRules(tx, ctx, [prepared]);
+  await storeBinaryContent(ctx, [prepared]);
   await writeVersion(tx, row.rid, row.resource_type, row.id, prepared);
   if (prepared.secrets.length) await storeSecrets(tx, row.resource_type, row.id, prepared.secrets);
   return { ...createdResult(prepared), status: 200 };

@@ -32,7 +32,7 @@ export function principalOf(request: FastifyRequest): Principal {
 
 export function repoContext(
   request: FastifyRequest,
-  env: Pick<RepoContext, 'clock' | 'newId' | 'fhirBase' | 'allowedOutboundHosts'>,
+  env: Pick<RepoContext, 'clock' | 'newId' | 'fhirBase' | 'allowedOutboundHosts' | 'binaries'>,
 ): RepoContext {
   const p = principalOf(request);
   return { actor: actorOf(p), scope: scopeOf(p), author: p.profile, ...env };

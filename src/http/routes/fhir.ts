@@ -14,16 +14,18 @@ import { deleteResource } from '../../fhir/repository/delete.js';
 import { history } from '../../fhir/repository/history.js';
 import { patchResource } from '../../fhir/repository/patch.js';
 import { assertBody } from '../../fhir/repository/prepare.js';
-import { readResource, vreadResource } from '../../fhir/repository/read.js';
+import { readBinaryContent, readResource, vreadResource } from '../../fhir/repository/read.js';
 import { searchResources } from '../../fhir/repository/search.js';
 import { processTransaction } from '../../fhir/repository/transaction.js';
 import { updateResource } from '../../fhir/repository/update.js';
 import type { FhirResult } from '../../fhir/result.js';
 import type { Db } from '../../storage/db.js';
+import type { FileStore } from '../../storage/files.js';
 import { repoContext } from '../plugins/auth.js';
 import type { FormBody } from '../plugins/content-types.js';
 import { conditionalRead, preferReturn } from '../header-semantics.js';
 import { sendResult } from '../reply.js';
+import { binaryRoutes, wantsFhirBinary } from './binary.js';
 
 export interface FhirRouteDeps {
   db: Db;
@@ -35,6 +37,9 @@ export interface FhirRouteDeps {
   allowedOutboundHosts?: readonly string[];
   /** Told how many resources a request wrote (keeps planner statistics fresh during bulk loads). */
   written: (rows: number) => void;
+  /** Where Binary contents live (absent: in their rows, as base64 `data`), and the largest raw upload in bytes. */
+  binaries?: FileStore;
+  binaryMaxBytes: number;
 }
 
 type Query = Record<string, string | string[]>;
@@ -76,10 +81,20 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     newId: deps.newId,
     fhirBase: deps.fhirBase,
     ...(deps.allowedOutboundHosts ? { allowedOutboundHosts: deps.allowedOutboundHosts } : {}),
+    ...(deps.binaries ? { binaries: deps.binaries } : {}),
   };
   const ctx = (req: FastifyRequest): RepoContext => repoContext(req, env);
   const send = (reply: FastifyReply, r: FhirResult): FastifyReply => sendResult(reply, r, deps.fhirBase);
   const capabilities = JSON.stringify(capabilityStatement(deps.fhirBase, deps.clock()));
+
+  binaryRoutes(app, {
+    db: deps.db,
+    maxBytes: deps.binaryMaxBytes,
+    ctx,
+    send,
+    written: deps.written,
+    methodNotAllowed,
+  });
 
   app.get('/metadata', { config: { public: true } }, async (_req, reply) =>
     reply.type('application/fhir+json; charset=utf-8').send(capabilities),
@@ -152,10 +167,12 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
 
   app.get<P<{ type: string; id: string }>>('/:type/:id', async (req, reply) => {
     assertType(req.params.type);
-    return send(
-      reply,
-      conditionalRead(req, await readResource(deps.db, ctx(req), req.params.type, req.params.id)),
-    );
+    const { type, id } = req.params;
+    const result =
+      type === 'Binary' && !wantsFhirBinary(req)
+        ? await readBinaryContent(deps.db, ctx(req), id)
+        : await readResource(deps.db, ctx(req), type, id);
+    return send(reply, conditionalRead(req, result));
   });
 
   // Compartment search: `Patient/<id>/Observation?…` (static paths such as `_history` and operations win).
@@ -220,13 +237,12 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
 
   app.get<P<{ type: string; id: string; vid: string }>>('/:type/:id/_history/:vid', async (req, reply) => {
     assertType(req.params.type);
-    return send(
-      reply,
-      conditionalRead(
-        req,
-        await vreadResource(deps.db, ctx(req), req.params.type, req.params.id, req.params.vid),
-      ),
-    );
+    const { type, id, vid } = req.params;
+    const result =
+      type === 'Binary' && !wantsFhirBinary(req)
+        ? await readBinaryContent(deps.db, ctx(req), id, vid)
+        : await vreadResource(deps.db, ctx(req), type, id, vid);
+    return send(reply, conditionalRead(req, result));
   });
 
   // Conditional update, patch and delete: the query string is the search that picks the resource; without one

@@ -1,5 +1,8 @@
 // $expunge?everything=true job (API.md §5): permanently deletes a project's resources — current rows, history,
-// search index rows and credentials — in batches, one transaction each, so it can be cancelled between batches.
+// search index rows and credentials — in batches, one transaction each, so it can be cancelled between batches. The
+// contents of the batch's Binaries are deleted from the file store after its transaction commits (a crash between the
+// two leaves files no row points to, never a row without its content).
+import { deleteBinaryContents } from '../../fhir/repository/binary-content.js';
 import { deleteIndex } from '../../fhir/search/index-writer.js';
 import type { JobKind } from '../kind.js';
 
@@ -20,6 +23,7 @@ export function expungeKind(opts: { batchSize?: number } = {}): JobKind<ExpungeS
     async resume() {},
     async runStep(env, job, prev) {
       const { projectId } = job.params as unknown as ExpungeParams;
+      const binaries: string[] = [];
       const n = await env.db.transaction(async (tx) => {
         // The job's own AsyncJob is kept (it may live in the expunged project) so its status can be read.
         const r = await tx.query<{ rid: number; resource_type: string; id: string }>(
@@ -29,6 +33,7 @@ export function expungeKind(opts: { batchSize?: number } = {}): JobKind<ExpungeS
         );
         const rids = r.rows.map((x) => Number(x.rid));
         if (rids.length === 0) return 0;
+        binaries.push(...r.rows.filter((x) => x.resource_type === 'Binary').map((x) => x.id));
         await deleteIndex(tx, rids);
         await tx.query('DELETE FROM resource_history WHERE rid = ANY($1::bigint[])', [rids]);
         await tx.query(
@@ -39,6 +44,7 @@ export function expungeKind(opts: { batchSize?: number } = {}): JobKind<ExpungeS
         await tx.query('DELETE FROM resources WHERE rid = ANY($1::bigint[])', [rids]);
         return rids.length;
       });
+      await deleteBinaryContents(env.files, binaries);
       const s = { total: prev.total + n };
       return { state: s, done: n < batch, progress: `Expunged ${s.total} resources` };
     },
