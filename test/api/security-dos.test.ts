@@ -148,9 +148,12 @@ for (const database of testDatabases()) {
           ],
           [
             new URLSearchParams(
-              Array.from({ length: 4 }, () => ['general-practitioner:Practitioner.name', 'x']),
+              Array.from({ length: 4 }, () => [
+                'general-practitioner:PractitionerRole.organization.name',
+                'x',
+              ]),
             ),
-            /4 chained parameters .*at most 3/,
+            /8 chain links .*at most 6/,
           ],
           [
             new URLSearchParams(Array.from({ length: 11 }, () => ['_include', 'Patient:organization'])),
