@@ -66,7 +66,11 @@ function columnsOf(s: ViewSelect, element: string, seen: Set<string>): ViewColum
 }
 
 /** The columns of a select structure and all it holds, in output order; throws a 422 on duplicates or mismatches. */
-export function selectColumns(s: ViewSelect, element: string, seen: Set<string> = new Set()): ViewColumnInfo[] {
+export function selectColumns(
+  s: ViewSelect,
+  element: string,
+  seen: Set<string> = new Set(),
+): ViewColumnInfo[] {
   return columnsOf(s, element, seen);
 }
 

@@ -4,7 +4,14 @@
 // https://sql-on-fhir.org/ig/StructureDefinition-ViewDefinition.html#processing-algorithm
 import { constantLiteral } from './constants.js';
 import { selectColumns, viewColumns, type ViewColumnInfo } from './columns.js';
-import { compileExpression, engineOptions, jsonValue, type Env, type Evaluator, type ExpressionContext } from './expressions.js';
+import {
+  compileExpression,
+  engineOptions,
+  jsonValue,
+  type Env,
+  type Evaluator,
+  type ExpressionContext,
+} from './expressions.js';
 import { viewFunctions, type NumberText } from './functions.js';
 import { readViewDefinition, viewError, type ViewSelect } from './view-definition.js';
 
@@ -49,7 +56,13 @@ function compileSelect(s: ViewSelect, element: string, ctx: ExpressionContext): 
   const columns: Column[] = (s.column ?? []).map((c, i) => {
     const at = `${element}.column[${i}]`;
     const path = compileExpression(c.path, `${at}.path`, ctx);
-    return { name: c.name, element: at, path, collection: c.collection === true, rowIndex: c.path.trim() === '%rowIndex' };
+    return {
+      name: c.name,
+      element: at,
+      path,
+      collection: c.collection === true,
+      rowIndex: c.path.trim() === '%rowIndex',
+    };
   });
   const sel: Select = {
     columns,
@@ -58,15 +71,30 @@ function compileSelect(s: ViewSelect, element: string, ctx: ExpressionContext): 
     names: selectColumns(s, element).map((c) => c.name),
     rowIndexNames: [],
   };
-  sel.rowIndexNames = [...columns.filter((c) => c.rowIndex).map((c) => c.name), ...sel.selects.flatMap((x) => x.rowIndexNames)];
+  sel.rowIndexNames = [
+    ...columns.filter((c) => c.rowIndex).map((c) => c.name),
+    ...sel.selects.flatMap((x) => x.rowIndexNames),
+  ];
   if (s.forEach !== undefined)
-    sel.iterate = { kind: 'forEach', element: `${element}.forEach`, paths: [compileExpression(s.forEach, `${element}.forEach`, ctx)] };
+    sel.iterate = {
+      kind: 'forEach',
+      element: `${element}.forEach`,
+      paths: [compileExpression(s.forEach, `${element}.forEach`, ctx)],
+    };
   else if (s.forEachOrNull !== undefined) {
     const at = `${element}.forEachOrNull`;
-    sel.iterate = { kind: 'forEachOrNull', element: at, paths: [compileExpression(s.forEachOrNull, at, ctx)] };
+    sel.iterate = {
+      kind: 'forEachOrNull',
+      element: at,
+      paths: [compileExpression(s.forEachOrNull, at, ctx)],
+    };
   } else if (s.repeat !== undefined) {
     const at = `${element}.repeat`;
-    sel.iterate = { kind: 'repeat', element: at, paths: s.repeat.map((p, i) => compileExpression(p, `${at}[${i}]`, ctx)) };
+    sel.iterate = {
+      kind: 'repeat',
+      element: at,
+      paths: s.repeat.map((p, i) => compileExpression(p, `${at}[${i}]`, ctx)),
+    };
   }
   return sel;
 }
@@ -76,7 +104,9 @@ function run(path: Evaluator, focus: unknown, env: Env, element: string): unknow
   try {
     return path(focus, env);
   } catch (err) {
-    const why = String((err as Error)?.message ?? err).split('\n')[0]?.slice(0, 200);
+    const why = String((err as Error)?.message ?? err)
+      .split('\n')[0]
+      ?.slice(0, 200);
     throw viewError(`The FHIRPath of ${element} failed: ${why}`, 'views.fhirpath-failed', element);
   }
 }

@@ -27,7 +27,8 @@ function numberLiteral(c: ViewConstant): string {
   if (typeof n !== 'number' || !Number.isFinite(n)) throw bad(c, 'must be a number');
   if (INTEGER_TYPES.has(c.type)) {
     if (!Number.isSafeInteger(n)) throw bad(c, 'must be an integer');
-    if ((c.type === 'PositiveInt' && n < 1) || (c.type === 'UnsignedInt' && n < 0)) throw bad(c, 'is out of range');
+    if ((c.type === 'PositiveInt' && n < 1) || (c.type === 'UnsignedInt' && n < 0))
+      throw bad(c, 'is out of range');
     return n < 0 ? `(${n})` : String(n);
   }
   // A decimal literal keeps a fraction, so that `1` stays a Decimal; exponent forms are written out.

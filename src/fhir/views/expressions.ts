@@ -71,8 +71,8 @@ const known = new Map<string, string>();
 
 /**
  * Whether the engine knows `name` with `arity` arguments: a call on the empty collection tells it, as the engine
- * says "Not implemented" for an unknown function and writes a warning for a known one with the wrong arity (caught
- * here, so nothing a request wrote reaches the server's output).
+ * says "Not implemented" for an unknown function, "expects no params" for arguments to one that takes none, and writes
+ * a warning for another wrong arity (caught here, so nothing a request wrote reaches the server's output).
  */
 function functionProblem(name: string, arity: number, options: Record<string, unknown>): string {
   const key = `${name}/${arity}`;
@@ -82,13 +82,15 @@ function functionProblem(name: string, arity: number, options: Record<string, un
   let problem = '';
   const warn = console.warn;
   console.warn = (msg: unknown) => {
-    if (String(msg).includes('wrong arity')) problem = `${stripTicks(name)}() does not take ${arity} argument(s)`;
+    if (String(msg).includes('wrong arity'))
+      problem = `${stripTicks(name)}() does not take ${arity} argument(s)`;
   };
   try {
     fhirpath.evaluate({}, `{}.${name}(${args})`, {}, r4, options as never);
   } catch (err) {
     const message = (err as Error).message ?? '';
     if (message.startsWith('Not implemented')) problem = `unknown function ${stripTicks(name)}()`;
+    else if (message.endsWith('expects no params')) problem = `${stripTicks(name)}() takes no arguments`;
   } finally {
     console.warn = warn;
   }
@@ -113,8 +115,7 @@ export function compileExpression(expression: string, element: string, ctx: Expr
       throw viewError(`Unknown variable %${v.slice(0, 64)} in ${element}`, 'views.unknown-variable', element);
   for (const [name, arity] of uses.functions) {
     const problem = functionProblem(name, arity, ctx.options);
-    if (problem)
-      throw viewError(`${problem.slice(0, 100)} in ${element}`, 'views.unknown-function', element);
+    if (problem) throw viewError(`${problem.slice(0, 100)} in ${element}`, 'views.unknown-function', element);
   }
   const fn = fhirpath.compile(text, r4, ctx.options as never) as unknown as (
     data: unknown,

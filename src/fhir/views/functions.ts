@@ -24,7 +24,8 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 /** getResourceKey(): the id of each resource in the input (R4 mode: ids are the keys). */
 function getResourceKey(inputs: unknown[]): string[] {
   const out: string[] = [];
-  for (const r of inputs) if (isRecord(r) && typeof r.resourceType === 'string' && typeof r.id === 'string') out.push(r.id);
+  for (const r of inputs)
+    if (isRecord(r) && typeof r.resourceType === 'string' && typeof r.id === 'string') out.push(r.id);
   return out;
 }
 
@@ -58,7 +59,8 @@ const TIMEZONE = /(Z|[+-]\d{2}:\d{2})$/;
 
 /** lowBoundary/highBoundary by the engine, with the timezone rule and a decimal's written precision added. */
 function boundary(kind: 'lowBoundary' | 'highBoundary', numberText?: NumberText) {
-  const compile = (e: string): Evaluator => fhirpath.compile(e, r4, FHIRPATH_OPTIONS as never) as unknown as Evaluator;
+  const compile = (e: string): Evaluator =>
+    fhirpath.compile(e, r4, FHIRPATH_OPTIONS as never) as unknown as Evaluator;
   const noPrecision = compile(`%v.${kind}()`);
   const withPrecision = compile(`%v.${kind}(%p)`);
   const offset = kind === 'lowBoundary' ? '+14:00' : '-12:00';
@@ -68,11 +70,17 @@ function boundary(kind: 'lowBoundary' | 'highBoundary', numberText?: NumberText)
     fn(inputs: unknown[], precision?: unknown): unknown[] {
       const input = inputs.length === 1 ? writtenDecimal(inputs[0] as Node, numberText) : inputs;
       const result =
-        precision === undefined ? noPrecision({}, { v: input }) : withPrecision({}, { v: input, p: precision });
+        precision === undefined
+          ? noPrecision({}, { v: input })
+          : withPrecision({}, { v: input, p: precision });
       return result.map((value) => {
         const types = fhirpath.types([value]);
         if (types[0] !== 'System.DateTime') return value;
-        const dt = value as { asStr: string; ctx: unknown; constructor: new (ctx: unknown, s: string) => unknown };
+        const dt = value as {
+          asStr: string;
+          ctx: unknown;
+          constructor: new (ctx: unknown, s: string) => unknown;
+        };
         return TIMEZONE.test(dt.asStr) ? value : new dt.constructor(dt.ctx, dt.asStr + offset);
       });
     },

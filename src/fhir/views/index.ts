@@ -4,3 +4,4 @@ export { compileView, type CompiledView, type CompileOptions, type Row } from '.
 export type { ViewColumnInfo } from './columns.js';
 export type { NumberText } from './functions.js';
 export { readViewDefinition, type ViewDefinition } from './view-definition.js';
+export { cellText, csvHeader, csvRow, ndjsonLine, rowsToCsv, rowsToJson, rowsToNdjson } from './output.js';

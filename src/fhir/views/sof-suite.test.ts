@@ -31,7 +31,9 @@ const dir = process.env.SOF_TESTS_DIR;
  * an expected row (union.json "duplicates" lists `id` last); column order is checked by `expectColumns`.
  */
 const canonical = (rows: Row[]): string[] =>
-  rows.map((r) => JSON.stringify(Object.fromEntries(Object.entries(r).sort(([a], [b]) => a.localeCompare(b))))).sort();
+  rows
+    .map((r) => JSON.stringify(Object.fromEntries(Object.entries(r).sort(([a], [b]) => a.localeCompare(b)))))
+    .sort();
 
 function runTest(file: SuiteFile, t: SuiteTest): void {
   if (t.expectError) {

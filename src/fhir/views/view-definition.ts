@@ -49,8 +49,25 @@ type Json = Record<string, unknown>;
 
 const SQL_NAME = /^[A-Za-z][A-Za-z0-9_]*$/;
 const BACKBONE = ['id', 'extension', 'modifierExtension'];
-const SELECT_KEYS = new Set([...BACKBONE, 'column', 'select', 'unionAll', 'forEach', 'forEachOrNull', 'repeat']);
-const COLUMN_KEYS = new Set([...BACKBONE, 'name', 'path', 'type', 'collection', 'description', 'tag', 'tags']);
+const SELECT_KEYS = new Set([
+  ...BACKBONE,
+  'column',
+  'select',
+  'unionAll',
+  'forEach',
+  'forEachOrNull',
+  'repeat',
+]);
+const COLUMN_KEYS = new Set([
+  ...BACKBONE,
+  'name',
+  'path',
+  'type',
+  'collection',
+  'description',
+  'tag',
+  'tags',
+]);
 const WHERE_KEYS = new Set([...BACKBONE, 'path', 'description']);
 
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -70,7 +87,8 @@ function stringAt(o: Json, key: string, element: string, required: boolean): str
     if (required) throw invalid(`${element}.${key}`, 'is required');
     return undefined;
   }
-  if (typeof v !== 'string' || v.trim() === '') throw invalid(`${element}.${key}`, 'must be a non-empty string');
+  if (typeof v !== 'string' || v.trim() === '')
+    throw invalid(`${element}.${key}`, 'must be a non-empty string');
   return v;
 }
 
@@ -86,20 +104,27 @@ function arrayAt(o: Json, key: string, element: string, required = false): unkno
 }
 
 function onlyKeys(o: Json, allowed: Set<string>, element: string): void {
-  for (const k of Object.keys(o)) if (!allowed.has(k)) throw invalid(`${element}.${k}`, 'is not a known element');
+  for (const k of Object.keys(o))
+    if (!allowed.has(k)) throw invalid(`${element}.${k}`, 'is not a known element');
 }
 
 function sqlName(o: Json, key: string, element: string): string {
   const name = stringAt(o, key, element, true) as string;
   if (!SQL_NAME.test(name))
-    throw invalid(`${element}.${key}`, `"${name.slice(0, 64)}" must match ^[A-Za-z][A-Za-z0-9_]*$ (sql-name)`);
+    throw invalid(
+      `${element}.${key}`,
+      `"${name.slice(0, 64)}" must match ^[A-Za-z][A-Za-z0-9_]*$ (sql-name)`,
+    );
   return name;
 }
 
 function readColumn(v: unknown, element: string): ViewColumn {
   const o = objectAt(v, element);
   onlyKeys(o, COLUMN_KEYS, element);
-  const col: ViewColumn = { name: sqlName(o, 'name', element), path: stringAt(o, 'path', element, true) as string };
+  const col: ViewColumn = {
+    name: sqlName(o, 'name', element),
+    path: stringAt(o, 'path', element, true) as string,
+  };
   const type = stringAt(o, 'type', element, false);
   if (type !== undefined) col.type = type;
   if (o.collection !== undefined) {
@@ -202,6 +227,8 @@ export function readViewDefinition(input: unknown): ViewDefinition {
   const select = (arrayAt(o, 'select', 'ViewDefinition', true) as unknown[]).map((s, i) =>
     readSelect(s, `ViewDefinition.select[${i}]`),
   );
-  const where = (arrayAt(o, 'where', 'ViewDefinition') ?? []).map((w, i) => readWhere(w, `ViewDefinition.where[${i}]`));
+  const where = (arrayAt(o, 'where', 'ViewDefinition') ?? []).map((w, i) =>
+    readWhere(w, `ViewDefinition.where[${i}]`),
+  );
   return { resource, ...(name ? { name } : {}), constant: constants, select, where };
 }
