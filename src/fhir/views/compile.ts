@@ -73,7 +73,7 @@ function compileSelect(s: ViewSelect, element: string, ctx: ExpressionContext): 
   };
   sel.rowIndexNames = [
     ...columns.filter((c) => c.rowIndex).map((c) => c.name),
-    ...sel.selects.flatMap((x) => x.rowIndexNames),
+    ...[...sel.selects, ...sel.unionAll].flatMap((x) => x.rowIndexNames),
   ];
   if (s.forEach !== undefined)
     sel.iterate = {
