@@ -1,7 +1,8 @@
 // A small pool of FHIRPath worker threads with a deadline (issue 12 point 11): `_fields` entries beyond the fast
-// path are parsed and run there, so a costly expression never stalls the event loop (every tenant's requests), and a
-// worker that passes the deadline or its memory limit is terminated and replaced; the request answers 422
-// too-costly naming the limit. https://nodejs.org/api/worker_threads.html
+// path and SQL on FHIR ViewDefinitions (checkView, viewRows) are parsed and run there, so a costly expression never
+// stalls the event loop (every tenant's requests), and a worker that passes the deadline or its memory limit is
+// terminated and replaced; the request answers 422 too-costly naming the limit.
+// https://nodejs.org/api/worker_threads.html
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { pathToFileURL } from 'node:url';

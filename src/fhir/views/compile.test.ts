@@ -147,6 +147,19 @@ describe('compileView rows', () => {
     ]);
   });
 
+  it('repeat ends on a path back to the same node, and refuses one that never ends', () => {
+    const qr = { resourceType: 'QuestionnaireResponse', id: 'q1', item: [{ linkId: '1' }] };
+    const run = (repeat: string[]): Row[] =>
+      compileView({
+        resource: 'QuestionnaireResponse',
+        select: [{ repeat, column: [{ name: 'link', path: 'linkId' }] }],
+      }).rows(qr);
+    expect(run(['item', '$this'])).toEqual([{ link: '1' }]);
+    expect(() => run(["'x'"])).toThrow(
+      expect.objectContaining({ code: 'views.repeat-too-deep' }) as unknown as Error,
+    );
+  });
+
   it('%rowIndex: 0 at the top, the index inside an iteration, inherited by selects without one, 0 in a null row', () => {
     const r = rows([
       { column: [{ name: 'top', path: '%rowIndex' }] },

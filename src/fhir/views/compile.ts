@@ -33,6 +33,8 @@ export interface CompileOptions {
   numberText?: NumberText;
 }
 
+const MAX_REPEAT_DEPTH = 200;
+
 interface Column {
   name: string;
   element: string;
@@ -136,20 +138,40 @@ function cell(col: Column, focus: unknown, env: Env): unknown {
   return jsonValue(items[0]);
 }
 
+/** The JSON a node stands for: a fhirpath ResourceNode's data, or the resource object itself at the root. */
+function dataOf(node: unknown): unknown {
+  const data = (node as { data?: unknown } | null)?.data;
+  return typeof data === 'object' && data !== null ? data : node;
+}
+
 /** The foci of a select (repeat: every node reached by its paths, depth first), or undefined when it does not iterate. */
 function fociOf(sel: Select, node: unknown, env: Env): unknown[] | undefined {
   const it = sel.iterate;
   if (!it) return undefined;
   if (it.kind !== 'repeat') return run(it.paths[0] as Evaluator, node, env, it.element);
   const out: unknown[] = [];
-  const traverse = (n: unknown): void => {
+  // A path that leads back to a node already reached (`repeat: ['$this']`) would never end: such nodes are not
+  // walked again, and a walk deeper than any resource nests is refused.
+  const seen = new Set<unknown>([dataOf(node)]);
+  const traverse = (n: unknown, depth: number): void => {
+    if (depth > MAX_REPEAT_DEPTH)
+      throw viewError(
+        `${it.element} goes deeper than ${MAX_REPEAT_DEPTH} levels`,
+        'views.repeat-too-deep',
+        it.element,
+      );
     for (const p of it.paths)
       for (const child of run(p, n, env, it.element)) {
+        const data = dataOf(child);
+        if (typeof data === 'object' && data !== null) {
+          if (seen.has(data)) continue;
+          seen.add(data);
+        }
         out.push(child);
-        traverse(child);
+        traverse(child, depth + 1);
       }
   };
-  traverse(node);
+  traverse(node, 0);
   return out;
 }
 
