@@ -125,4 +125,11 @@ describe('escaping and quoting', () => {
     expect(csvField('-1')).toBe("'-1");
     expect(csvRecord(['a', 'b,c', ''])).toBe('a,"b,c",\r\n');
   });
+
+  it('a view record (escapeFormulas: false) keeps values unchanged, RFC 4180 quoting only (API.md §7)', () => {
+    expect(csvRecord(['=1+1', '-1', '@x,y', 'a"b'], { escapeFormulas: false })).toBe(
+      '=1+1,-1,"@x,y","a""b"\r\n',
+    );
+    expect(csvRecord(['=1+1'], { escapeFormulas: true })).toBe("'=1+1\r\n");
+  });
 });

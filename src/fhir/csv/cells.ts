@@ -151,7 +151,15 @@ export function csvField(text: string): string {
   return quoteField(escapeInjection(text));
 }
 
+export interface CsvRecordOptions {
+  /**
+   * Escape text a spreadsheet would run as a formula (default true: `$csv`, API.md §6). A view's CSV is data for
+   * programs and keeps its values unchanged (API.md §7): `false`, RFC 4180 quoting only.
+   */
+  escapeFormulas?: boolean;
+}
+
 /** One CSV record with its CRLF line break (RFC 4180 §2). */
-export function csvRecord(texts: readonly string[]): string {
-  return texts.map(csvField).join(',') + '\r\n';
+export function csvRecord(texts: readonly string[], opts: CsvRecordOptions = {}): string {
+  return texts.map(opts.escapeFormulas === false ? quoteField : csvField).join(',') + '\r\n';
 }

@@ -1,12 +1,14 @@
 // A small pool of FHIRPath worker threads with a deadline (issue 12 point 11): `_fields` entries beyond the fast
-// path are parsed and run there, so a costly expression never stalls the event loop (every tenant's requests), and a
-// worker that passes the deadline or its memory limit is terminated and replaced; the request answers 422
-// too-costly naming the limit. https://nodejs.org/api/worker_threads.html
+// path and SQL on FHIR ViewDefinitions (checkView, viewRows) are parsed and run there, so a costly expression never
+// stalls the event loop (every tenant's requests), and a worker that passes the deadline or its memory limit is
+// terminated and replaced; the request answers 422 too-costly naming the limit.
+// https://nodejs.org/api/worker_threads.html
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { FhirError } from '../outcome.js';
+import type { Row, ViewColumnInfo } from '../views/index.js';
 import type { CellResult, SlowColumn } from './fhirpath-eval.js';
 import type { WorkerReply, WorkerTask } from './fhirpath-worker.js';
 
@@ -21,6 +23,10 @@ export interface FhirpathPool {
     columns: readonly SlowColumn[],
     jsons: readonly string[],
   ): Promise<CellResult[][]>;
+  /** Checks and compiles a ViewDefinition (untrusted JSON): its columns, or the 422 FhirError of compileView. */
+  checkView(view: unknown): Promise<ViewColumnInfo[]>;
+  /** The rows of a ViewDefinition over resources (stored JSON text); 422 too-costly beyond the deadline. */
+  viewRows(view: unknown, jsons: readonly string[]): Promise<Row[]>;
   /** Terminates the workers; tasks still waiting fail. */
   close(): Promise<void>;
 }
@@ -62,8 +68,14 @@ interface Slot {
   timer?: NodeJS.Timeout;
 }
 
-const tooCostly = (why: string): FhirError =>
-  new FhirError('too-costly', `The _fields FHIRPath is too costly: ${why}`, 'csv.fhirpath-too-costly');
+const tooCostly = (task: WorkerTask, why: string): FhirError =>
+  task.kind === 'view-check' || task.kind === 'view-rows'
+    ? new FhirError(
+        'too-costly',
+        `The ViewDefinition's FHIRPath is too costly: ${why}`,
+        'views.fhirpath-too-costly',
+      )
+    : new FhirError('too-costly', `The _fields FHIRPath is too costly: ${why}`, 'csv.fhirpath-too-costly');
 
 export function createFhirpathPool(opts: FhirpathPoolOptions): FhirpathPool {
   const size = opts.size ?? Math.min(4, Math.max(1, availableParallelism() - 1));
@@ -109,7 +121,7 @@ export function createFhirpathPool(opts: FhirpathPoolOptions): FhirpathPool {
       if (!slot.ready) for (const t of queue.splice(0)) t.reject(err);
       task?.reject(
         err.code === 'ERR_WORKER_OUT_OF_MEMORY'
-          ? tooCostly(`it needed more than the memory limit of ${opts.maxHeapMb ?? 256} MiB`)
+          ? tooCostly(task.message, `it needed more than the memory limit of ${opts.maxHeapMb ?? 256} MiB`)
           : err,
       );
       pump();
@@ -132,6 +144,7 @@ export function createFhirpathPool(opts: FhirpathPoolOptions): FhirpathPool {
       discard(slot);
       task.reject(
         tooCostly(
+          task.message,
           `it ran longer than the limit of ${opts.timeoutMs} ms (fhirpathTimeout); simplify the expression`,
         ),
       );
@@ -165,6 +178,13 @@ export function createFhirpathPool(opts: FhirpathPoolOptions): FhirpathPool {
           'csv.fhirpath',
         );
       }
+      if (reply.fhir) {
+        const f = reply.fhir;
+        throw new FhirError(f.issueCode, f.message, f.code, {
+          status: f.status,
+          ...(f.expression ? { expression: f.expression } : {}),
+        });
+      }
       throw new Error(reply.error ?? 'FHIRPath worker failed');
     });
 
@@ -176,6 +196,14 @@ export function createFhirpathPool(opts: FhirpathPoolOptions): FhirpathPool {
       if (columns.length === 0 || jsons.length === 0) return jsons.map(() => []);
       const reply = await run({ kind: 'rows', resourceType, columns: [...columns], jsons: [...jsons] });
       return (reply as { result: CellResult[][] }).result;
+    },
+    async checkView(view) {
+      const reply = await run({ kind: 'view-check', view });
+      return (reply as { result: ViewColumnInfo[] }).result;
+    },
+    async viewRows(view, jsons) {
+      const reply = await run({ kind: 'view-rows', view, jsons: [...jsons] });
+      return (reply as { result?: Row[] }).result ?? [];
     },
     async close() {
       closed = true;

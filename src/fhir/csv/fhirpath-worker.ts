@@ -1,15 +1,63 @@
-// The FHIRPath worker thread of `$csv` and CSV exports (fhirpath-pool.ts): evaluates `_fields` entries beyond the
-// fast path off the event loop, one task at a time, so that the pool can stop it at its deadline.
+// The FHIRPath worker thread of `$csv`, CSV exports and SQL on FHIR views (fhirpath-pool.ts): evaluates `_fields`
+// entries beyond the fast path and ViewDefinitions off the event loop, one task at a time, so that the pool can stop
+// it at its deadline.
 // https://nodejs.org/api/worker_threads.html
 import { parentPort } from 'node:worker_threads';
+import { FhirError, type IssueCode } from '../outcome.js';
+import { checkView, viewRows } from '../views/worker-tasks.js';
 import { checkColumns, evaluateRows, InvalidEntry, type SlowColumn } from './fhirpath-eval.js';
 
+/** `check`/`rows`: `$csv` `_fields` entries. `view-check`/`view-rows`: a ViewDefinition (views/worker-tasks.ts). */
 export type WorkerTask =
   | { kind: 'check'; resourceType: string; columns: SlowColumn[] }
-  | { kind: 'rows'; resourceType: string; columns: SlowColumn[]; jsons: string[] };
+  | { kind: 'rows'; resourceType: string; columns: SlowColumn[]; jsons: string[] }
+  | { kind: 'view-check'; view: unknown }
+  | { kind: 'view-rows'; view: unknown; jsons: string[] };
+
+/** A FhirError thrown in the worker, sent as data and thrown again by the pool. */
+export interface SentFhirError {
+  issueCode: IssueCode;
+  message: string;
+  code: string;
+  status: number;
+  expression?: string[];
+}
 
 export type WorkerReply =
-  { ok: true; result?: unknown } | { ok: false; invalid?: { entry: string; why: string }; error?: string };
+  | { ok: true; result?: unknown }
+  | { ok: false; invalid?: { entry: string; why: string }; fhir?: SentFhirError; error?: string };
+
+function perform(task: WorkerTask): unknown {
+  switch (task.kind) {
+    case 'check':
+      checkColumns(task.resourceType, task.columns);
+      return undefined;
+    case 'rows':
+      return evaluateRows(task.resourceType, task.columns, task.jsons);
+    case 'view-check':
+      return checkView(task.view);
+    case 'view-rows':
+      return viewRows(task.view, task.jsons);
+  }
+}
+
+function failure(err: unknown): WorkerReply {
+  if (err instanceof InvalidEntry) return { ok: false, invalid: { entry: err.entry, why: err.why } };
+  if (err instanceof FhirError) {
+    const expression = err.issues[0]?.expression;
+    return {
+      ok: false,
+      fhir: {
+        issueCode: err.issueCode,
+        message: err.message,
+        code: err.code,
+        status: err.status,
+        ...(expression ? { expression } : {}),
+      },
+    };
+  }
+  return { ok: false, error: (err as Error).message };
+}
 
 // Nothing an expression or a resource holds may reach the server's output as raw lines (log forging, issue 12):
 // the engine writes `trace()` and some warnings with console; here they go nowhere. The pool drops the worker's
@@ -22,15 +70,10 @@ if (port) {
   port.on('message', (task: WorkerTask) => {
     let reply: WorkerReply;
     try {
-      if (task.kind === 'check') {
-        checkColumns(task.resourceType, task.columns);
-        reply = { ok: true };
-      } else reply = { ok: true, result: evaluateRows(task.resourceType, task.columns, task.jsons) };
+      const result = perform(task);
+      reply = result === undefined ? { ok: true } : { ok: true, result };
     } catch (err) {
-      reply =
-        err instanceof InvalidEntry
-          ? { ok: false, invalid: { entry: err.entry, why: err.why } }
-          : { ok: false, error: (err as Error).message };
+      reply = failure(err);
     }
     try {
       port.postMessage(reply);
