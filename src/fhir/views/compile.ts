@@ -2,6 +2,7 @@
 // specification's processing algorithm (forEach, forEachOrNull, repeat, nested select, unionAll, where, %rowIndex).
 // Pure: no I/O; the FHIRPath pool runs it in a worker with a deadline (csv/fhirpath-worker.ts).
 // https://sql-on-fhir.org/ig/StructureDefinition-ViewDefinition.html#processing-algorithm
+import { rawNumberText } from '../json/raw-numbers.js';
 import { constantLiteral } from './constants.js';
 import { selectColumns, viewColumns, type ViewColumnInfo } from './columns.js';
 import {
@@ -29,7 +30,10 @@ export interface CompiledView {
 }
 
 export interface CompileOptions {
-  /** The written text of a number (`1.0`), when the caller's parser keeps it: decimal boundaries use its precision. */
+  /**
+   * The written text of a number (`1.0`): decimal boundaries use its precision. Default: the text Cinder's JSON
+   * parser recorded (src/fhir/json), so resources parsed with parseJson need nothing more.
+   */
   numberText?: NumberText;
 }
 
@@ -219,7 +223,7 @@ export function compileView(input: unknown, opts: CompileOptions = {}): Compiled
   const columns = viewColumns(view.select);
   const ctx: ExpressionContext = {
     literals: new Map(view.constant.map((c) => [c.name, constantLiteral(c)])),
-    options: engineOptions(viewFunctions(opts.numberText)),
+    options: engineOptions(viewFunctions(opts.numberText ?? rawNumberText)),
   };
   const where = view.where.map((w, i) => {
     const element = `ViewDefinition.where[${i}].path`;

@@ -3,6 +3,7 @@
 // holding them, e.g.
 //   mkdir -p /tmp/sof-tests && git -C <sql-on-fhir-v2 clone> archive HEAD tests | tar -x -C /tmp/sof-tests --strip-components=1
 //   SOF_TESTS_DIR=/tmp/sof-tests npx vitest run src/fhir/views
+import { parseJson } from '../json/parse.js';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -58,7 +59,7 @@ it('runs the SQL on FHIR v2 conformance suite only when SOF_TESTS_DIR names a di
 describe.runIf(dir)('SQL on FHIR v2 conformance suite', () => {
   const files = dir ? readdirSync(dir).filter((f) => f.endsWith('.json') && f !== 'tests.schema.json') : [];
   for (const name of files.sort()) {
-    const file = JSON.parse(readFileSync(join(dir as string, name), 'utf8')) as SuiteFile;
+    const file = parseJson(readFileSync(join(dir as string, name), 'utf8')) as SuiteFile;
     describe(name, () => {
       for (const t of file.tests) {
         // Cinder is an R4 server: a file that does not list 4.0.1 tests another FHIR version.

@@ -2,6 +2,7 @@
 // stored resources, off the event loop under the pool's deadline. A view is compiled once per worker and reused while
 // the same definition keeps coming (one request or export sends many pages).
 // https://sql-on-fhir.org/ig/StructureDefinition-ViewDefinition.html#processing-algorithm
+import { parseJson } from '../json/parse.js';
 import type { ViewColumnInfo } from './columns.js';
 import { compileView, type CompiledView, type Row } from './compile.js';
 
@@ -28,6 +29,6 @@ export function checkView(view: unknown): ViewColumnInfo[] {
 export function viewRows(view: unknown, jsons: readonly string[]): Row[] {
   const c = compiled(view);
   const rows: Row[] = [];
-  for (const json of jsons) for (const row of c.rows(JSON.parse(json) as unknown)) rows.push(row);
+  for (const json of jsons) for (const row of c.rows(parseJson(json))) rows.push(row);
   return rows;
 }
