@@ -119,7 +119,12 @@ function within(period: GroupMember['period'], now: number): boolean {
 }
 
 /** The Group's current Patient members: not `inactive`, and within their `period` now. */
-export async function groupPatients(db: Queryable, ctx: RepoContext, groupId: string, now: Date): Promise<string[]> {
+export async function groupPatients(
+  db: Queryable,
+  ctx: RepoContext,
+  groupId: string,
+  now: Date,
+): Promise<string[]> {
   const row = await readVisibleRow(db, ctx, 'Group', groupId);
   if (!row || row.deleted)
     throw new FhirError('not-found', `Not found: Group/${groupId}`, 'export.group-not-found');

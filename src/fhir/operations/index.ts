@@ -8,6 +8,7 @@ import { expungeOperation } from './expunge.js';
 import type { OperationDefinition } from './operation.js';
 import { reindexOperation } from './reindex.js';
 import { validateInstanceOperation, validateOperation } from './validate.js';
+import { viewDefinitionRunOperations } from './viewdefinition-run.js';
 
 export const OPERATIONS: readonly OperationDefinition[] = [
   ...exportOperations,
@@ -18,4 +19,5 @@ export const OPERATIONS: readonly OperationDefinition[] = [
   validateOperation,
   validateInstanceOperation,
   everythingOperation,
+  ...viewDefinitionRunOperations,
 ];
