@@ -32,7 +32,7 @@ export interface NewJob {
 export const JOBS_CHANNEL = 'jobs';
 
 /** Job kinds whose output is files (API.md §1: `maxActiveExportsPerUser` and `exportRetention` apply to them). */
-export const EXPORT_KINDS: readonly string[] = ['export'];
+export const EXPORT_KINDS: readonly string[] = ['export', 'view-export'];
 
 /** Enqueues a job; call it in the transaction that creates the AsyncJob resource. */
 export async function enqueue(tx: Queryable, job: NewJob): Promise<void> {

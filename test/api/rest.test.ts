@@ -314,7 +314,16 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
     expect(rest.operation).toEqual([
       { name: 'export', definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export' },
       { name: 'reindex', definition: 'http://cinder.test/fhir/R4/OperationDefinition/reindex' },
+      {
+        name: 'viewdefinition-run',
+        definition: 'http://sql-on-fhir.org/OperationDefinition/$viewdefinition-run',
+      },
+      {
+        name: 'viewdefinition-export',
+        definition: 'http://sql-on-fhir.org/OperationDefinition/$viewdefinition-export',
+      },
     ]);
+    expect(names('ViewDefinition')).toEqual(['csv', 'validate', 'viewdefinition-run']);
     expect(names('Patient')).toEqual(['csv', 'everything', 'patient-export', 'validate']);
     expect(names('Group')).toEqual(['csv', 'group-export', 'validate']);
     expect(names('AsyncJob')).toEqual(['cancel', 'csv', 'validate']);

@@ -8,6 +8,7 @@ import { expungeOperation } from './expunge.js';
 import type { OperationDefinition } from './operation.js';
 import { reindexOperation } from './reindex.js';
 import { validateInstanceOperation, validateOperation } from './validate.js';
+import { viewDefinitionExportOperation } from './viewdefinition-export.js';
 import { viewDefinitionRunOperations } from './viewdefinition-run.js';
 
 export const OPERATIONS: readonly OperationDefinition[] = [
@@ -20,4 +21,5 @@ export const OPERATIONS: readonly OperationDefinition[] = [
   validateInstanceOperation,
   everythingOperation,
   ...viewDefinitionRunOperations,
+  viewDefinitionExportOperation,
 ];

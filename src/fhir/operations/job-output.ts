@@ -28,6 +28,12 @@ function listed(
     : undefined;
 }
 
+function contentTypeOf(file: string): string {
+  if (file.endsWith('.csv')) return CSV_CONTENT_TYPE;
+  if (file.endsWith('.parquet')) return 'application/vnd.apache.parquet';
+  return 'application/fhir+ndjson';
+}
+
 export async function openJobOutput(
   db: Db,
   files: FileStore,
@@ -36,7 +42,8 @@ export async function openJobOutput(
   file: string,
 ): Promise<{ stream: Readable; contentType: string }> {
   const notFound = new FhirError('not-found', 'Not found', 'job.output.not-found');
-  const m = /^[A-Za-z]{1,64}(\.[0-9]{1,6})?\.(ndjson|csv)$/.exec(file);
+  // `Patient.ndjson`, `Patient.2.ndjson`, `Patient.csv`; a views export's `<view name>.ndjson|csv|parquet`.
+  const m = /^[A-Za-z][A-Za-z0-9_]{0,63}(\.[0-9]{1,6})?\.(ndjson|csv|parquet)$/.exec(file);
   const { job } = await accessibleJob(db, ctx, id);
   const entry = m && isPlainFileName(id) && job.status === 'completed' ? listed(job, id, file) : undefined;
   if (!entry) throw notFound;
@@ -50,5 +57,5 @@ export async function openJobOutput(
     throw err;
   }
   if (!stream) throw notFound;
-  return { stream, contentType: file.endsWith('.csv') ? CSV_CONTENT_TYPE : 'application/fhir+ndjson' };
+  return { stream, contentType: contentTypeOf(file) };
 }

@@ -3,11 +3,22 @@ import type { JobKind } from '../kind.js';
 import { expungeKind } from './expunge.js';
 import { exportKind, type ExportKindOptions } from './export.js';
 import { reindexKind } from './reindex.js';
+import { viewExportKind, type ViewExportKindOptions } from './view-export.js';
+
+/** A views export pages, steps and runs FHIRPath as the bulk export is configured to. */
+function viewOptions(e: ExportKindOptions | undefined): ViewExportKindOptions {
+  return {
+    ...(e?.pageSize !== undefined ? { pageSize: e.pageSize } : {}),
+    ...(e?.pagesPerStep !== undefined ? { pagesPerStep: e.pagesPerStep } : {}),
+    ...(e?.fhirpath ? { fhirpath: e.fhirpath } : {}),
+  };
+}
 
 export function defaultKinds(opts: { export?: ExportKindOptions } = {}): Record<string, JobKind<never>> {
   return {
     export: exportKind(opts.export) as JobKind<never>,
     reindex: reindexKind() as JobKind<never>,
     expunge: expungeKind() as JobKind<never>,
+    'view-export': viewExportKind(viewOptions(opts.export)) as JobKind<never>,
   };
 }
