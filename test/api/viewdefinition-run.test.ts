@@ -26,7 +26,7 @@ const obsView = {
     {
       column: [
         { name: 'id', path: 'getResourceKey()' },
-        { name: 'patient', path: "subject.getReferenceKey(Patient)" },
+        { name: 'patient', path: 'subject.getReferenceKey(Patient)' },
         { name: 'value', path: 'value.ofType(Quantity).value', type: 'decimal' },
       ],
     },
