@@ -66,18 +66,21 @@ interface ExportRun {
   peakRssMb: number;
 }
 
-/** One export, timed from kick-off to `completed`, with RSS sampled meanwhile. */
+/**
+ * One export, timed from kick-off to `completed`, with RSS sampled meanwhile: `$export?<query>`, or another
+ * kick-off (`start` answers the status URL).
+ */
 export async function timedExport(
   server: RunningServer,
   token: string,
-  query: string,
+  query: string | (() => Promise<string>),
 ): Promise<ExportRun & { output: { type: string; url: string }[] }> {
   const auth = { authorization: `Bearer ${token}` };
   let peak = rssMb(server.pid);
   const sampler = setInterval(() => (peak = Math.max(peak, rssMb(server.pid))), 100);
   const started = performance.now();
   try {
-    const status = await kickOff(server.base, token, query);
+    const status = typeof query === 'string' ? await kickOff(server.base, token, query) : await query();
     for (;;) {
       const res = await fetch(status, { headers: auth });
       if (res.status === 200) {

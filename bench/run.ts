@@ -15,6 +15,7 @@ import { families, makePatient } from './patients.js';
 import { startMockIdp, type MockIdp } from '../test/support/mock-idp.js';
 import { benchCsvExport, benchCsvRequests } from './csv.js';
 import { benchExport } from './export.js';
+import { benchViewExport } from './views.js';
 import { login, startServer, type RunningServer } from './server.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -271,6 +272,8 @@ async function main(): Promise<void> {
           await benchExport(server, await login(server.base), pgUrl, RUNS, notes);
         if (process.env.BENCH_CSV !== '0')
           await benchCsvExport(server, await login(server.base), RUNS, notes);
+        if (process.env.BENCH_VIEWS !== '0')
+          await benchViewExport(server, await login(server.base), RUNS, notes);
       } finally {
         await server.stop();
       }

@@ -111,6 +111,35 @@ describe.each(testDatabases())('$viewdefinition-run on $name', (database) => {
     expect(noHeader.body).toBe('x1,"A,""B""",\r\nx2,,2000-02-02\r\n');
   });
 
+  it('keeps decimals as written (1.50 stays 1.50) in every format', async () => {
+    const body = JSON.stringify(
+      params(
+        { name: 'viewResource', resource: obsView },
+        {
+          name: 'resource',
+          resource: {
+            resourceType: 'Observation',
+            id: 'd',
+            status: 'final',
+            code: {},
+            valueQuantity: { value: 987654321 },
+          },
+        },
+      ),
+    ).replace('987654321', '1.50');
+    const send = (format: string) =>
+      ctx.t.request({
+        method: 'POST',
+        url: `${ctx.t.fhir}/$viewdefinition-run?_format=${format}`,
+        token: ctx.token,
+        payload: body,
+        headers: { 'content-type': 'application/fhir+json' },
+      });
+    expect((await send('ndjson')).body).toBe('{"id":"d","patient":null,"value":1.50}\n');
+    expect((await send('json')).body).toBe('[{"id":"d","patient":null,"value":1.50}]');
+    expect((await send('csv')).body).toBe('id,patient,value\r\nd,,1.50\r\n');
+  });
+
   it("runs over the caller's stored data, with patient, _since and _limit", async () => {
     const rows = async (...extra: Record<string, unknown>[]) => {
       const res = await run(

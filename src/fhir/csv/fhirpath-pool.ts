@@ -3,6 +3,7 @@
 // stalls the event loop (every tenant's requests), and a worker that passes the deadline or its memory limit is
 // terminated and replaced; the request answers 422 too-costly naming the limit.
 // https://nodejs.org/api/worker_threads.html
+import { restoreDecimalTexts } from '../views/decimal-text.js';
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { pathToFileURL } from 'node:url';
@@ -203,7 +204,8 @@ export function createFhirpathPool(opts: FhirpathPoolOptions): FhirpathPool {
     },
     async viewRows(view, jsons) {
       const reply = await run({ kind: 'view-rows', view, jsons: [...jsons] });
-      return (reply as { result?: Row[] }).result ?? [];
+      const result = (reply as { result?: { rows: Row[]; texts: [number, string, string][] } }).result;
+      return result ? restoreDecimalTexts(result.rows, result.texts) : [];
     },
     async close() {
       closed = true;

@@ -2,6 +2,7 @@
 // specification's processing algorithm (forEach, forEachOrNull, repeat, nested select, unionAll, where, %rowIndex).
 // Pure: no I/O; the FHIRPath pool runs it in a worker with a deadline (csv/fhirpath-worker.ts).
 // https://sql-on-fhir.org/ig/StructureDefinition-ViewDefinition.html#processing-algorithm
+import { decimalTextOf, settleDecimals } from './decimal-text.js';
 import { rawNumberText } from '../json/raw-numbers.js';
 import { constantLiteral } from './constants.js';
 import { selectColumns, viewColumns, type ViewColumnInfo } from './columns.js';
@@ -129,9 +130,12 @@ function cartesian(parts: Row[][]): Row[] {
   return rows;
 }
 
+/** A cell's value: its JSON, or a decimal's written text (settled into the row by settleDecimals). */
+const cellValue = (item: unknown): unknown => decimalTextOf(item) ?? jsonValue(item);
+
 function cell(col: Column, focus: unknown, env: Env): unknown {
   const items = run(col.path, focus, env, `${col.element}.path`);
-  if (col.collection) return items.map(jsonValue);
+  if (col.collection) return items.map(cellValue);
   if (items.length === 0) return null;
   if (items.length > 1)
     throw viewError(
@@ -139,7 +143,7 @@ function cell(col: Column, focus: unknown, env: Env): unknown {
       'views.multiple-values',
       col.element,
     );
-  return jsonValue(items[0]);
+  return cellValue(items[0]);
 }
 
 /** The JSON a node stands for: a fhirpath ResourceNode's data, or the resource object itself at the root. */
@@ -242,7 +246,7 @@ export function compileView(input: unknown, opts: CompileOptions = {}): Compiled
       if (!passes(where, resource, env)) return [];
       const rows = cartesian(selects.map((s) => processSelect(s, resource, env)));
       // Rows keep the column order whatever order the parts were merged in.
-      return rows.map((row) => Object.fromEntries(names.map((n) => [n, row[n] ?? null])));
+      return rows.map((row) => settleDecimals(Object.fromEntries(names.map((n) => [n, row[n] ?? null]))));
     },
   };
 }

@@ -2,6 +2,8 @@
 // row optional), NDJSON (one JSON object a line) and a JSON array. Pure; the writer is the one `$csv` uses.
 // https://sql-on-fhir.org/ig/OperationDefinition-ViewDefinitionRun.html and https://www.rfc-editor.org/rfc/rfc4180
 import { csvRecord } from '../csv/cells.js';
+import { copyRawNumbers, rawNumberText } from '../json/raw-numbers.js';
+import { stringifyJson } from '../json/stringify.js';
 import type { ViewColumnInfo } from './columns.js';
 import type { Row } from './compile.js';
 
@@ -27,7 +29,7 @@ export function csvHeader(columns: readonly ViewColumnInfo[]): string {
 /** One row as a CSV record, cells in column order. */
 export function csvRow(columns: readonly ViewColumnInfo[], row: Row): string {
   return csvRecord(
-    columns.map((c) => cellText(row[c.name])),
+    columns.map((c) => rawNumberText(row, c.name) ?? cellText(row[c.name])),
     { escapeFormulas: false },
   );
 }
@@ -45,7 +47,7 @@ export function rowsToCsv(
 
 /** One row as an NDJSON line (with its `\n`), keys in column order. */
 export function ndjsonLine(columns: readonly ViewColumnInfo[], row: Row): string {
-  return JSON.stringify(ordered(columns, row)) + '\n';
+  return stringifyJson(ordered(columns, row)) + '\n';
 }
 
 /** The rows as NDJSON text. */
@@ -55,12 +57,13 @@ export function rowsToNdjson(columns: readonly ViewColumnInfo[], rows: readonly 
 
 /** The rows as a JSON array of row objects. */
 export function rowsToJson(columns: readonly ViewColumnInfo[], rows: readonly Row[]): string {
-  return JSON.stringify(rows.map((r) => ordered(columns, r)));
+  return stringifyJson(rows.map((r) => ordered(columns, r)));
 }
 
 /** The row with exactly the view's columns, in order, missing cells null. */
 function ordered(columns: readonly ViewColumnInfo[], row: Row): Row {
   const out: Row = {};
   for (const c of columns) out[c.name] = row[c.name] ?? null;
+  copyRawNumbers(row, out);
   return out;
 }

@@ -4,6 +4,7 @@
 // https://sql-on-fhir.org/ig/StructureDefinition-ViewDefinition.html#processing-algorithm
 import { parseJson } from '../json/parse.js';
 import type { ViewColumnInfo } from './columns.js';
+import { decimalTexts } from './decimal-text.js';
 import { compileView, type CompiledView, type Row } from './compile.js';
 
 const MAX_CACHED = 20;
@@ -25,10 +26,13 @@ export function checkView(view: unknown): ViewColumnInfo[] {
   return compiled(view).columns;
 }
 
-/** The rows of each resource (stored JSON text), in order. */
-export function viewRows(view: unknown, jsons: readonly string[]): Row[] {
+/** The rows of each resource (stored JSON text), in order, and the written texts of their decimal cells. */
+export function viewRows(
+  view: unknown,
+  jsons: readonly string[],
+): { rows: Row[]; texts: [number, string, string][] } {
   const c = compiled(view);
   const rows: Row[] = [];
   for (const json of jsons) for (const row of c.rows(parseJson(json))) rows.push(row);
-  return rows;
+  return { rows, texts: decimalTexts(rows) };
 }
