@@ -6,7 +6,7 @@ import { created, useProjectApp } from '../support/app.js';
 
 type Outcome = { resourceType: string; issue: { severity: string; code: string; expression?: string[] }[] };
 
-describe.each(testDatabases())('$validate on $name', (database) => {
+describe.each(testDatabases())('validate on $name', (database) => {
   const ctx = useProjectApp(database);
   const validate = (url: string, payload: unknown, token = ctx.token) =>
     ctx.t.request({

@@ -50,7 +50,7 @@ const observations = {
   ],
 };
 
-describe.each(testDatabases())('$viewdefinition-export on $name', (database) => {
+describe.each(testDatabases())('viewdefinition-export on $name', (database) => {
   let t: TestApp;
   let token: string;
   let dir: string;

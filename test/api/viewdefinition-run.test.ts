@@ -33,7 +33,7 @@ const obsView = {
   ],
 };
 
-describe.each(testDatabases())('$viewdefinition-run on $name', (database) => {
+describe.each(testDatabases())('viewdefinition-run on $name', (database) => {
   const ctx = useProjectApp(database);
   const family = `View${Date.now()}`;
   const ids: string[] = [];
