@@ -270,6 +270,33 @@ describe.each(testDatabases())('deeper search on $name', (database) => {
     const full = await one('false');
     expect(full.text).toBeDefined();
     expect(subsetted(full)).toBe(false);
+    // A read takes _summary and _elements too.
+    const read = async (q: string): Promise<Resource> => {
+      const res = await ctx.t.request({
+        method: 'GET',
+        url: `${ctx.t.fhir}/Patient/${id.p1}?${q}`,
+        token: ctx.token,
+      });
+      expect(res.statusCode, res.body).toBe(200);
+      return res.json() as Resource;
+    };
+    const readSummary = await read('_summary=true');
+    expect(readSummary.maritalStatus).toBeUndefined();
+    expect(subsetted(readSummary)).toBe(true);
+    expect(Object.keys(await read('_elements=gender')).sort()).toEqual(['id', 'meta', 'resourceType']);
+    expect((await read('_summary=false')).maritalStatus).toBeDefined();
+    const vread = await ctx.t.request({
+      method: 'GET',
+      url: `${ctx.t.fhir}/Patient/${id.p1}/_history/1?_summary=data`,
+      token: ctx.token,
+    });
+    expect(vread.json().text).toBeUndefined();
+    const bad = await ctx.t.request({
+      method: 'GET',
+      url: `${ctx.t.fhir}/Patient/${id.p1}?_summary=nope`,
+      token: ctx.token,
+    });
+    expect(bad.statusCode).toBe(400);
     // Observation: status and code are summary, component is too; a backbone element keeps its summary parts.
     const obs = (await search(`Observation?_id=${id.o3}&_summary=true`)).entry?.[0]?.resource as Resource;
     expect(obs.status).toBe('final');

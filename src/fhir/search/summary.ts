@@ -4,7 +4,10 @@
 import { structureNode, type StructureNode } from '../definitions/index.js';
 import { parseJson } from '../json/parse.js';
 import { copyRawNumbers } from '../json/raw-numbers.js';
-import { markSubsetted } from './elements.js';
+import { FhirError } from '../outcome.js';
+import { RawJson, type FhirResult } from '../result.js';
+import { applyElements, markSubsetted } from './elements.js';
+import { parseSearchRequest } from './parse.js';
 
 export type SummaryMode = 'true' | 'text' | 'data';
 
@@ -50,4 +53,33 @@ export function applySummary(json: string, mode: string | undefined): string {
     }
   } else out = summaryOf(resource, node);
   return markSubsetted(out, resource);
+}
+
+/**
+ * `_summary` and `_elements` on a read or vread (https://hl7.org/fhir/R4/search.html#summary applies to reads too):
+ * the read's JSON cut down as a search entry would be. An invalid value is a 400, as in a search.
+ */
+export function subsetRead(
+  result: FhirResult,
+  resourceType: string,
+  query: Record<string, string | string[] | undefined>,
+): FhirResult {
+  const summary = query._summary;
+  const elements = query._elements;
+  if ((summary === undefined && elements === undefined) || !(result.body instanceof RawJson)) return result;
+  const req = parseSearchRequest(resourceType, {
+    ...(summary !== undefined ? { _summary: summary } : {}),
+    ...(elements !== undefined ? { _elements: elements } : {}),
+  });
+  if (req.summary === 'count') {
+    throw new FhirError(
+      'invalid',
+      '_summary=count applies to searches, not to a read',
+      'rest.read.summary-count',
+    );
+  }
+  const text = req.elements?.length
+    ? applyElements(result.body.text, req.elements)
+    : applySummary(result.body.text, req.summary);
+  return text === result.body.text ? result : { ...result, body: new RawJson(text) };
 }

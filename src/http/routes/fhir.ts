@@ -15,6 +15,7 @@ import { history } from '../../fhir/repository/history.js';
 import { patchResource } from '../../fhir/repository/patch.js';
 import { assertBody } from '../../fhir/repository/prepare.js';
 import { readBinaryContent, readResource, vreadResource } from '../../fhir/repository/read.js';
+import { subsetRead } from '../../fhir/search/summary.js';
 import { searchResources } from '../../fhir/repository/search.js';
 import { processTransaction } from '../../fhir/repository/transaction.js';
 import { updateResource } from '../../fhir/repository/update.js';
@@ -171,7 +172,7 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     const result =
       type === 'Binary' && !wantsFhirBinary(req)
         ? await readBinaryContent(deps.db, ctx(req), id)
-        : await readResource(deps.db, ctx(req), type, id);
+        : subsetRead(await readResource(deps.db, ctx(req), type, id), type, req.query);
     return send(reply, conditionalRead(req, result));
   });
 
@@ -241,7 +242,7 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     const result =
       type === 'Binary' && !wantsFhirBinary(req)
         ? await readBinaryContent(deps.db, ctx(req), id, vid)
-        : await vreadResource(deps.db, ctx(req), type, id, vid);
+        : subsetRead(await vreadResource(deps.db, ctx(req), type, id, vid), type, req.query);
     return send(reply, conditionalRead(req, result));
   });
 
