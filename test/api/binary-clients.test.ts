@@ -1,23 +1,12 @@
 // Binary through third-party clients over a real port: MedplumClient's raw uploads (createBinary, createAttachment
 // with a securityContext, createMedia) and download, and fhir-kit-client, which speaks FHIR JSON only.
-import net from 'node:net';
 import { createReference, MedplumClient } from '@medplum/core';
 import { Client } from 'fhir-kit-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabases } from '../support/db.js';
+import { freePort } from '../support/listen.js';
 import { ADMIN_CLIENT_ID, ADMIN_CLIENT_SECRET } from '../support/app.js';
 import { PNG, startBinaryApp, type BinaryApp } from '../support/binary.js';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
 
 const bytesOf = async (blob: Blob): Promise<Buffer> => Buffer.from(await blob.arrayBuffer());
 

@@ -1,21 +1,10 @@
 // Third-party clients from the npm registry drive Cinder over a real port: fhir-kit-client and MedplumClient.
-import net from 'node:net';
 import { MedplumClient } from '@medplum/core';
 import { Client } from 'fhir-kit-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabases } from '../support/db.js';
+import { freePort } from '../support/listen.js';
 import { ADMIN_CLIENT_ID, ADMIN_CLIENT_SECRET, startTestApp, type TestApp } from '../support/app.js';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
 
 describe.each(testDatabases())('third-party clients on $name', (database) => {
   let t: TestApp;

@@ -4,7 +4,8 @@ import { afterAll, beforeAll } from 'vitest';
 import type { TestDatabase } from './db.js';
 import { startTestApp, type TestApp } from './app.js';
 
-async function freePort(): Promise<number> {
+/** A TCP port free on 127.0.0.1 right now. */
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
     s.listen(0, '127.0.0.1', () => {
