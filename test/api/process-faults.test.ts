@@ -185,14 +185,15 @@ describe.skipIf(!PG_URL)('the server process on PostgreSQL', () => {
     const { port, token } = await start();
     const before = await tableCounts();
 
-    const pending = post(port, token, transaction(3000, 'killed')).catch((err: Error) => err);
-    // Kill once the transaction has written rows (it has a transaction id) and is still open.
+    const pending = post(port, token, transaction(10_000, 'killed')).catch((err: Error) => err);
+    // Kill once the transaction has written rows (it has a transaction id) and is still open. It is as large as a
+    // transaction may be (maxBundleEntries), so that it stays open a while even on a fast machine.
     await until(
       async () => (await backends('backend_xid IS NOT NULL')) > 0,
       20_000,
       'the transaction to write',
     );
-    await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 50));
     expect(await backends('backend_xid IS NOT NULL')).toBeGreaterThan(0);
     server?.child.kill('SIGKILL');
     await exited((server as ServerProcess).child);
