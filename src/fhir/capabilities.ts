@@ -111,7 +111,7 @@ export function capabilityStatement(fhirBase: string, now: Date): Record<string,
       {
         mode: 'server',
         security: securityOf(fhirBase),
-        interaction: [{ code: 'transaction' }, { code: 'batch' }],
+        interaction: [{ code: 'transaction' }, { code: 'batch' }, { code: 'history-system' }],
         operation: operations(fhirBase, (op) => op.level === 'system'),
         resource: resourceTypes().map((type) => ({
           type,

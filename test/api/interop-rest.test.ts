@@ -113,6 +113,10 @@ describe.each(testDatabases())('client libraries on $name', (database) => {
     const start = (await kit.prevPage({ bundle: back as never })) as unknown as Bundle;
     expect(ids(start)).toEqual(ids(first));
     expect(kit.prevPage({ bundle: start as never })).toBeUndefined();
+    // System history (fhir-kit-client's history() without a type) holds the Patient's two versions.
+    const sys = (await kit.history({ options: {} } as never)) as unknown as Bundle & { type: string };
+    expect(sys.type).toBe('history');
+    expect(ids(sys).filter((id) => id === patientId)).toHaveLength(2);
   });
 
   it('MedplumClient: compartment search, $everything and _offset pages with previous links', async () => {

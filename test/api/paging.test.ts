@@ -124,6 +124,26 @@ describe.each(testDatabases())('search paging on $name', (database) => {
     expect(versions(await get(link(third, 'first') as string))).toEqual(versions(first));
   });
 
+  it("answers a system history of the project's changes only", async () => {
+    const sys = await get(`${ctx.t.fhir}/_history?_count=1000`);
+    const entries = (sys.entry ?? []) as unknown as { fullUrl: string; request: { method: string } }[];
+    for (const id of all) expect(entries.some((e) => e.fullUrl.endsWith(`/Patient/${id}`))).toBe(true);
+    // Another project's system history holds none of them.
+    const other = (await ctx.t.newProject()).adminToken;
+    const res = await ctx.t.request({
+      method: 'GET',
+      url: `${ctx.t.fhir}/_history?_count=1000`,
+      token: other,
+    });
+    expect(res.statusCode).toBe(200);
+    const theirs = (res.json() as Bundle).entry ?? [];
+    expect(theirs.some((e) => all.includes(e.resource?.id))).toBe(false);
+    // Paged like type history.
+    const first = await get(`${ctx.t.fhir}/_history?_count=2`);
+    expect(first.entry).toHaveLength(2);
+    expect(link(first, 'next')).toContain('_offset=2');
+  });
+
   it('refuses an offset beyond the maximum, a negative one, and _offset with _cursor', async () => {
     for (const q of [`_offset=${MAX_OFFSET + 1}`, '_offset=-1', '_offset=x', '_offset=0&_cursor=abc']) {
       const res = await ctx.t.request({

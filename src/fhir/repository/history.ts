@@ -1,6 +1,7 @@
 // instance and type history: https://hl7.org/fhir/R4/http.html#history
 import type { Queryable } from '../../storage/db.js';
-import { assertRead } from '../access.js';
+import { assertRead, canRead } from '../access.js';
+import { resourceTypes } from '../definitions/index.js';
 import { bundleToJson, type BundleEntryText } from '../bundle.js';
 import { FhirError } from '../outcome.js';
 import { RawJson, type FhirResult } from '../result.js';
@@ -63,22 +64,36 @@ function entry(ctx: RepoContext, r: HistoryRow, first: boolean): BundleEntryText
   };
 }
 
+/**
+ * The types a system history (`GET {fhir}/_history`) shows: those the caller may search. AsyncJob is left out for
+ * callers who may only see the jobs they started (a type search narrows those; a system history does not).
+ */
+function systemHistoryTypes(ctx: RepoContext): string[] {
+  return resourceTypes().filter(
+    (t) =>
+      canRead(ctx.actor, t, 'search') && (t !== 'AsyncJob' || ctx.actor.superAdmin || ctx.actor.projectAdmin),
+  );
+}
+
+/** Instance (`id`), type, or system (`resourceType` undefined) history. */
 export async function history(
   db: Queryable,
   ctx: RepoContext,
-  resourceType: string,
+  resourceType: string | undefined,
   id: string | undefined,
   params: HistoryParams,
   selfUrl: string,
 ): Promise<FhirResult> {
   // SMART: instance history is a read (r), type history a search (s).
-  assertRead(ctx.actor, resourceType, id === undefined ? 'search' : 'read');
+  if (resourceType !== undefined) assertRead(ctx.actor, resourceType, id === undefined ? 'search' : 'read');
   const count = intParam('_count', params._count, 20, 1000);
   const offset = intParam('_offset', params._offset, 0, Number.MAX_SAFE_INTEGER);
   const since = sinceParam(params._since);
-  const where: string[] = ['resource_type = $1'];
-  const args: unknown[] = [resourceType];
-  if (id !== undefined) {
+  const where: string[] = [
+    resourceType !== undefined ? 'resource_type = $1' : 'resource_type = ANY($1::text[])',
+  ];
+  const args: unknown[] = [resourceType ?? systemHistoryTypes(ctx)];
+  if (id !== undefined && resourceType !== undefined) {
     const row = await readVisibleRow(db, ctx, resourceType, id);
     if (!row) throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'history.not-found');
     args.push(id);

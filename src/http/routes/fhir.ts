@@ -151,18 +151,19 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     return send(reply, preferReturn(req, result));
   });
 
-  // Type and instance history share one handler: https://hl7.org/fhir/R4/http.html#history
+  // System, type and instance history share one handler: https://hl7.org/fhir/R4/http.html#history
   const historyHandler = async (
-    req: FastifyRequest<P<{ type: string; id?: string }>>,
+    req: FastifyRequest<P<{ type?: string; id?: string }>>,
     reply: FastifyReply,
   ) => {
-    assertType(req.params.type);
+    if (req.params.type !== undefined) assertType(req.params.type);
     const query = req.query as Record<string, string>;
     return send(
       reply,
       await history(deps.db, ctx(req), req.params.type, req.params.id, query, selfUrl(deps, req)),
     );
   };
+  app.get<P<Record<string, never>>>('/_history', historyHandler);
   app.get<P<{ type: string }>>('/:type/_history', historyHandler);
   app.get<P<{ type: string; id: string }>>('/:type/:id/_history', historyHandler);
 
