@@ -133,6 +133,7 @@ describe.each(testDatabases())('viewdefinition-export on $name', (database) => {
     for (const [i, view] of [patients, names, observations].entries()) {
       const res = await t.request({ method: 'GET', url: out[i]?.url as string, token });
       expect(res.statusCode).toBe(200);
+      expect(res.headers['content-type']).toBe('application/x-ndjson');
       const rows = res.body
         .trim()
         .split('\n')
@@ -146,7 +147,11 @@ describe.each(testDatabases())('viewdefinition-export on $name', (database) => {
       token,
       headers: { accept: 'application/json' },
     });
-    expect(manifest.json().output.map((o: { count: number }) => o.count)).toEqual([12, 24, 12]);
+    expect(manifest.json().output.map((o: { count: number; name: string }) => [o.name, o.count])).toEqual([
+      ['patients', 12],
+      ['patient_names', 24],
+      ['obs', 12],
+    ]);
   });
 
   it('exports CSV and Parquet files', async () => {

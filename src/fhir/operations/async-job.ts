@@ -45,13 +45,21 @@ export function wantsBulkStatus(accept: string | undefined): boolean {
   return types.includes('application/json') && !types.includes('application/fhir+json');
 }
 
-type Part = { name?: string; valueCode?: string; valueUri?: string; valueInteger?: number };
+type Part = {
+  name?: string;
+  valueCode?: string;
+  valueUri?: string;
+  valueInteger?: number;
+  valueString?: string;
+};
 type OutputParameters = { parameter?: { name?: string; part?: Part[]; resource?: unknown }[] };
 
 export interface ManifestFile {
   type: string;
   url: string;
   count?: number;
+  /** A views export's file: the view's name (its rows are not resources). */
+  name?: string;
 }
 
 /** The files of a completed job's `output` parameters named `name` (`output` or `error`). */
@@ -63,8 +71,14 @@ export function outputFiles(job: AsyncJobResource, name: 'output' | 'error'): Ma
     const type = part('type')?.valueCode;
     const url = part('url')?.valueUri;
     const count = part('count')?.valueInteger;
+    const view = part('name')?.valueString;
     if (typeof type === 'string' && typeof url === 'string')
-      files.push({ type, url, ...(typeof count === 'number' ? { count } : {}) });
+      files.push({
+        type,
+        url,
+        ...(typeof count === 'number' ? { count } : {}),
+        ...(typeof view === 'string' ? { name: view } : {}),
+      });
   }
   return files;
 }

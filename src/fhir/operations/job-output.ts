@@ -19,19 +19,21 @@ function listed(
   job: AsyncJobResource,
   id: string,
   file: string,
-): { type: string; error: boolean } | undefined {
+): { type: string; error: boolean; view?: boolean } | undefined {
   const suffix = `/AsyncJob/${id}/output/${file}`;
   const output = outputFiles(job, 'output').find((f) => f.url.endsWith(suffix));
-  if (output) return { type: output.type, error: false };
+  if (output)
+    return { type: output.type, error: false, ...(output.name !== undefined ? { view: true } : {}) };
   return outputFiles(job, 'error').some((f) => f.url.endsWith(suffix))
     ? { type: 'OperationOutcome', error: true }
     : undefined;
 }
 
-function contentTypeOf(file: string): string {
+/** A view's NDJSON holds rows, not resources: plain `application/x-ndjson`. */
+function contentTypeOf(file: string, view: boolean): string {
   if (file.endsWith('.csv')) return CSV_CONTENT_TYPE;
   if (file.endsWith('.parquet')) return 'application/vnd.apache.parquet';
-  return 'application/fhir+ndjson';
+  return view ? 'application/x-ndjson' : 'application/fhir+ndjson';
 }
 
 export async function openJobOutput(
@@ -57,5 +59,5 @@ export async function openJobOutput(
     throw err;
   }
   if (!stream) throw notFound;
-  return { stream, contentType: contentTypeOf(file) };
+  return { stream, contentType: contentTypeOf(file, entry.view === true) };
 }
