@@ -14,7 +14,13 @@ import {
 import { nowSeconds, type AuthDeps } from './deps.js';
 import { OAuthError } from './oauth-error.js';
 import { checkPassword } from './password-login.js';
-import { activeMembershipsOfUser, createLogin, loginWouldHold, type ActiveMembership, type NewLogin } from './principal.js';
+import {
+  activeMembershipsOfUser,
+  createLogin,
+  loginWouldHold,
+  type ActiveMembership,
+  type NewLogin,
+} from './principal.js';
 import { grantUserScope } from './smart-user-scopes.js';
 
 export interface MembershipOption {
@@ -28,7 +34,11 @@ export type AuthorizeStep =
   | { kind: 'show'; message: string };
 
 /** The user's memberships a login through this application may use: only those of the application's project. */
-async function membershipsFor(deps: AuthDeps, p: PendingAuthorization, userId: string): Promise<ActiveMembership[]> {
+async function membershipsFor(
+  deps: AuthDeps,
+  p: PendingAuthorization,
+  userId: string,
+): Promise<ActiveMembership[]> {
   const client = await selectCurrent(deps.db, 'ClientApplication', p.clientId);
   if (!client || client.deleted) return [];
   return activeMembershipsOfUser(deps.db, `User/${userId}`, client.project_id);
@@ -67,7 +77,11 @@ export async function signIn(
   const only = memberships[0];
   if (!only) {
     await endTransaction(deps.db, deps, p);
-    return errorRedirect(p, 'access_denied', 'The user has no active membership in the project of this application');
+    return errorRedirect(
+      p,
+      'access_denied',
+      'The user has no active membership in the project of this application',
+    );
   }
   if (memberships.length === 1) return issueCode(deps, p, userId, only);
   await setTransactionUser(deps.db, p, userId);
@@ -129,8 +143,10 @@ async function issueCode(
       viaAuthorize: true,
     });
   });
-  if (code === 'used') return { kind: 'show', message: 'This sign-in was already completed. Start again from the application.' };
-  if (code === 'refused') return errorRedirect(p, 'access_denied', 'The project membership cannot be logged in through');
+  if (code === 'used')
+    return { kind: 'show', message: 'This sign-in was already completed. Start again from the application.' };
+  if (code === 'refused')
+    return errorRedirect(p, 'access_denied', 'The project membership cannot be logged in through');
   await purgeExpiredCodes(deps.db, deps).catch(() => undefined);
   return { kind: 'redirect', location: redirectTo(p.redirectUri, { code, state: p.state }) };
 }

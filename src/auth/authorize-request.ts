@@ -47,7 +47,11 @@ export function errorRedirect(
 ): { kind: 'redirect'; location: string } {
   return {
     kind: 'redirect',
-    location: redirectTo(request.redirectUri, { error, error_description: description, state: request.state }),
+    location: redirectTo(request.redirectUri, {
+      error,
+      error_description: description,
+      state: request.state,
+    }),
   };
 }
 
@@ -63,9 +67,16 @@ interface ClientInfo {
 }
 
 async function activeClient(deps: Pick<AuthDeps, 'db'>, clientId: string): Promise<ClientInfo | undefined> {
-  const row = CLIENT_ID.test(clientId) ? await selectCurrent(deps.db, 'ClientApplication', clientId) : undefined;
+  const row = CLIENT_ID.test(clientId)
+    ? await selectCurrent(deps.db, 'ClientApplication', clientId)
+    : undefined;
   if (!row || row.deleted) return undefined;
-  const c = JSON.parse(row.json) as { status?: unknown; name?: unknown; redirectUri?: unknown; redirectUris?: unknown };
+  const c = JSON.parse(row.json) as {
+    status?: unknown;
+    name?: unknown;
+    redirectUri?: unknown;
+    redirectUris?: unknown;
+  };
   if (c.status !== undefined && c.status !== 'active') return undefined;
   const uris = [c.redirectUri, ...(Array.isArray(c.redirectUris) ? c.redirectUris : [])];
   return {
@@ -78,10 +89,14 @@ async function activeClient(deps: Pick<AuthDeps, 'db'>, clientId: string): Promi
 async function trustedTarget(
   deps: Pick<AuthDeps, 'db'>,
   q: Query,
-): Promise<{ kind: 'show'; message: string } | { kind: 'ok'; client: ClientInfo; clientId: string; redirectUri: string; sent: boolean }> {
+): Promise<
+  | { kind: 'show'; message: string }
+  | { kind: 'ok'; client: ClientInfo; clientId: string; redirectUri: string; sent: boolean }
+> {
   const clientId = single(q, 'client_id');
   if (clientId === null) return { kind: 'show', message: 'client_id must be given once.' };
-  if (clientId === undefined) return { kind: 'show', message: 'The request names no application (client_id).' };
+  if (clientId === undefined)
+    return { kind: 'show', message: 'The request names no application (client_id).' };
   const client = await activeClient(deps, clientId);
   if (!client) return { kind: 'show', message: 'The application (client_id) is unknown or not active.' };
   const asked = single(q, 'redirect_uri');
@@ -92,7 +107,10 @@ async function trustedTarget(
     return { kind: 'show', message: 'The redirect_uri is not registered for this application.' };
   }
   if (!URL.canParse(redirectUri) || redirectUri.includes('#')) {
-    return { kind: 'show', message: 'The registered redirect_uri is not an absolute URI without a fragment.' };
+    return {
+      kind: 'show',
+      message: 'The registered redirect_uri is not an absolute URI without a fragment.',
+    };
   }
   return { kind: 'ok', client, clientId, redirectUri, sent: asked !== undefined };
 }
@@ -113,15 +131,20 @@ export async function checkAuthorizeRequest(
   const repeated = [...names, 'state'].find((n) => single(q, n) === null);
   if (repeated) return fail('invalid_request', `${repeated} must be given once`);
   if (v.response_type === undefined) return fail('invalid_request', 'response_type is required');
-  if (v.response_type !== 'code') return fail('unsupported_response_type', 'Only response_type=code is supported');
+  if (v.response_type !== 'code')
+    return fail('unsupported_response_type', 'Only response_type=code is supported');
   if (typeof state !== 'string') return fail('invalid_request', 'state is required');
   if (state.length > 1024 || (v.nonce?.length ?? 0) > 512 || (v.scope?.length ?? 0) > 2048) {
     return fail('invalid_request', 'state, nonce or scope is too long');
   }
   const aud = v.aud?.replace(/\/$/, '');
-  if (aud !== fhirBase.replace(/\/$/, '')) return fail('invalid_request', `aud must be the FHIR base ${fhirBase}`);
+  if (aud !== fhirBase.replace(/\/$/, ''))
+    return fail('invalid_request', `aud must be the FHIR base ${fhirBase}`);
   if (v.code_challenge_method !== 'S256') {
-    return fail('invalid_request', 'code_challenge_method must be S256 (PKCE is required; plain is not accepted)');
+    return fail(
+      'invalid_request',
+      'code_challenge_method must be S256 (PKCE is required; plain is not accepted)',
+    );
   }
   if (!v.code_challenge || !S256_CHALLENGE.test(v.code_challenge)) {
     return fail('invalid_request', 'code_challenge must be the base64url SHA-256 of the code verifier');
@@ -226,15 +249,23 @@ export async function loadTransaction(
 }
 
 /** Records who signed in, for the membership choice that follows. */
-export async function setTransactionUser(db: Queryable, p: PendingAuthorization, userId: string): Promise<void> {
+export async function setTransactionUser(
+  db: Queryable,
+  p: PendingAuthorization,
+  userId: string,
+): Promise<void> {
   await db.query('UPDATE authorize_requests SET user_id = $2 WHERE id_hash = $1', [p.idHash, userId]);
 }
 
 /** Uses the transaction up; false when another request already did (a double submit). */
-export async function endTransaction(db: Queryable, deps: Pick<AuthDeps, 'clock'>, p: PendingAuthorization): Promise<boolean> {
-  const r = await db.query('UPDATE authorize_requests SET used_at = $2 WHERE id_hash = $1 AND used_at IS NULL', [
-    p.idHash,
-    deps.clock(),
-  ]);
+export async function endTransaction(
+  db: Queryable,
+  deps: Pick<AuthDeps, 'clock'>,
+  p: PendingAuthorization,
+): Promise<boolean> {
+  const r = await db.query(
+    'UPDATE authorize_requests SET used_at = $2 WHERE id_hash = $1 AND used_at IS NULL',
+    [p.idHash, deps.clock()],
+  );
   return r.rowCount > 0;
 }

@@ -10,16 +10,26 @@ const practitioner = { actor: member, profile: 'Practitioner/doc-1' };
 
 describe('grantUserScope', () => {
   it.each([
-    [patient, 'openid fhirUser launch/patient patient/*.rs offline_access', 'openid fhirUser launch/patient patient/*.rs offline_access'],
+    [
+      patient,
+      'openid fhirUser launch/patient patient/*.rs offline_access',
+      'openid fhirUser launch/patient patient/*.rs offline_access',
+    ],
     [patient, 'patient/*.read patient/Observation.write', 'patient/*.read patient/Observation.write'],
     [practitioner, 'openid fhirUser launch/patient user/*.rs', 'openid fhirUser user/*.rs'],
     [practitioner, 'user/*.cruds user/ClientApplication.rs bogus launch system/*.rs', 'user/*.cruds'],
-    [{ ...practitioner, actor: { ...member, projectAdmin: true } }, 'user/ClientApplication.rs', 'user/ClientApplication.rs'],
+    [
+      { ...practitioner, actor: { ...member, projectAdmin: true } },
+      'user/ClientApplication.rs',
+      'user/ClientApplication.rs',
+    ],
     [practitioner, 'openid fhirUser', 'openid fhirUser'],
   ])('%o asks %s', (who, asked, granted) => expect(grantUserScope(who, asked)).toBe(granted));
 
   it('refuses when only unsupported resource scopes are asked (never an unlimited token)', () => {
-    expect(() => grantUserScope(practitioner, 'user/Observation.rs?category=laboratory openid')).toThrow(OAuthError);
+    expect(() => grantUserScope(practitioner, 'user/Observation.rs?category=laboratory openid')).toThrow(
+      OAuthError,
+    );
   });
 
   it('refuses patient scopes without a patient in context', () => {

@@ -42,7 +42,10 @@ function html(reply: FastifyReply, status: number, body: string): FastifyReply {
     .header('pragma', 'no-cache')
     .header('x-frame-options', 'DENY')
     .header('referrer-policy', 'no-referrer')
-    .header('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+    .header(
+      'content-security-policy',
+      "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+    )
     .type('text/html; charset=utf-8')
     .send(body);
 }
@@ -64,7 +67,8 @@ export function authorizeRoutes(
   const guard = opts.loginGuard;
 
   const answer = (reply: FastifyReply, transaction: string, step: AuthorizeStep): FastifyReply => {
-    if (step.kind === 'redirect') return reply.header('cache-control', 'no-store').redirect(step.location, 303);
+    if (step.kind === 'redirect')
+      return reply.header('cache-control', 'no-store').redirect(step.location, 303);
     if (step.kind === 'show') return html(reply, 400, errorPage(step.message));
     return html(reply, 200, chooserPage({ action, transaction, options: step.options }));
   };
@@ -72,7 +76,8 @@ export function authorizeRoutes(
   app.get('/oauth2/authorize', { config: { public: true } }, async (request, reply) => {
     const check = await checkAuthorizeRequest(deps, request.query as Query, fhirBase);
     if (check.kind === 'show') return html(reply, 400, errorPage(check.message));
-    if (check.kind === 'redirect') return reply.header('cache-control', 'no-store').redirect(check.location, 302);
+    if (check.kind === 'redirect')
+      return reply.header('cache-control', 'no-store').redirect(check.location, 302);
     // One browser secret per browser (kept when present), so that sign-ins in two tabs do not undo each other.
     const { id, browser } = await startTransaction(
       deps.db,
@@ -94,7 +99,17 @@ export function authorizeRoutes(
     form: { transaction: string; email: string; password: string },
   ): Promise<FastifyReply> => {
     const again = (status: number, error: string) =>
-      html(reply, status, signInPage({ action, transaction: form.transaction, clientName: pending.clientName, email: form.email, error }));
+      html(
+        reply,
+        status,
+        signInPage({
+          action,
+          transaction: form.transaction,
+          clientName: pending.clientName,
+          email: form.email,
+          error,
+        }),
+      );
     // The lockout rules of POST /auth/login, counted against the same (address, email) pair.
     const identity = `email:${form.email.trim().toLowerCase()}`;
     try {
@@ -121,14 +136,25 @@ export function authorizeRoutes(
     if (!pending) {
       return html(reply, 400, errorPage('This sign-in form has expired or was not opened in this browser.'));
     }
-    if (text(body, 'cancel') !== undefined) return answer(reply, transaction, await declineAuthorization(deps, pending));
+    if (text(body, 'cancel') !== undefined)
+      return answer(reply, transaction, await declineAuthorization(deps, pending));
     if (pending.userId !== undefined) {
       return answer(reply, transaction, await chooseMembership(deps, pending, text(body, 'membership')));
     }
     const email = (text(body, 'email') ?? '').slice(0, 320);
     const password = (text(body, 'password') ?? '').slice(0, 1024);
     if (email.trim() === '' || password === '') {
-      return html(reply, 400, signInPage({ action, transaction, clientName: pending.clientName, email, error: 'Enter your email and password.' }));
+      return html(
+        reply,
+        400,
+        signInPage({
+          action,
+          transaction,
+          clientName: pending.clientName,
+          email,
+          error: 'Enter your email and password.',
+        }),
+      );
     }
     return passwordStep(request, reply, pending, { transaction, email, password });
   });
