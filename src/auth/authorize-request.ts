@@ -169,18 +169,14 @@ export interface PendingAuthorization extends AuthorizeRequest {
   userId?: string;
 }
 
-/**
- * Stores a checked request; answers the transaction id (for the form) and the browser secret (for a cookie): the one
- * the browser already holds, if any, so that sign-ins in two tabs of one browser do not undo each other.
- */
+/** Stores a checked request; answers the transaction id (for the form) and a new browser secret (for a cookie). */
 export async function startTransaction(
   db: Queryable,
   deps: Pick<AuthDeps, 'clock'>,
   r: AuthorizeRequest & { clientName: string },
-  browserSecret?: string,
 ): Promise<{ id: string; browser: string }> {
   const id = generateSecret();
-  const browser = browserSecret ?? generateSecret();
+  const browser = generateSecret();
   const now = deps.clock().getTime();
   await db.query('DELETE FROM authorize_requests WHERE expires_at < $1', [new Date(now - 3600_000)]);
   await db.query(

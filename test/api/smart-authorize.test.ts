@@ -78,6 +78,7 @@ describe.each(testDatabases())('SMART authorize endpoint on $name', (database) =
     await setPassword(await invite('pat', person('Patient', 'Pat', 'pat@smart.example')));
     await setPassword(await invite('dual', person('Practitioner', 'Dual', 'dual@smart.example')));
     await invite('dualPatient', person('Patient', 'Dual', 'dual@smart.example'));
+    await setPassword(await invite('locked', person('Practitioner', 'Lock', 'locked@smart.example')));
     await setPassword(await invite('gone', person('Practitioner', 'Gone', 'gone@smart.example')));
     const gone = people.gone?.membership as Record<string, unknown>;
     const off = await t.request({
@@ -171,7 +172,10 @@ describe.each(testDatabases())('SMART authorize endpoint on $name', (database) =
       payload: { resourceType: 'Patient' },
     });
     expect(write.statusCode).toBe(403);
-    expect(write.json().issue[0]).toMatchObject({ code: 'forbidden', details: { text: expect.stringMatching(/scope/) } });
+    expect(write.json().issue[0]).toMatchObject({
+      code: 'forbidden',
+      details: { text: expect.stringMatching(/scope/) },
+    });
   });
 
   it('gives a Patient user the patient in context, an ID Token and a refresh token', async () => {
@@ -296,6 +300,22 @@ describe.each(testDatabases())('SMART authorize endpoint on $name', (database) =
     expect(ok.statusCode).toBe(303);
   });
 
+  it('applies the login lockout of POST /auth/login to the sign-in form', async () => {
+    const browser = new Browser(t.app);
+    const page = await browser.get(authorizeUrl(request(pkce().challenge)));
+    const form = (password: string) => ({
+      transaction: transactionOf(page),
+      email: 'locked@smart.example',
+      password,
+    });
+    for (let i = 0; i < 10; i++)
+      expect((await browser.post('/oauth2/authorize', form('wrong'))).statusCode).toBe(400);
+    const locked = await browser.post('/oauth2/authorize', form(PASSWORD));
+    expect(locked.statusCode).toBe(429);
+    expect(locked.body).toContain('Too many failed attempts');
+    expect(locked.headers.location).toBeUndefined();
+  });
+
   it('guards the form: the cookie of the browser that opened it is needed, and it is used once', async () => {
     const browser = new Browser(t.app);
     const page = await browser.get(authorizeUrl(request(pkce().challenge)));
@@ -307,6 +327,13 @@ describe.each(testDatabases())('SMART authorize endpoint on $name', (database) =
       expect(res.statusCode).toBe(400);
       expect(res.headers.location).toBeUndefined();
     }
+    // The stranger's own cookie, renamed to this transaction's cookie, binds nothing either.
+    const [name] = [...browser.cookies.keys()] as [string];
+    const planted = new Browser(t.app);
+    planted.cookies.set(name, [...stranger.cookies.values()][0] as string);
+    expect((await planted.post('/oauth2/authorize', form)).statusCode).toBe(400);
+    // A second tab in the same browser does not undo the first.
+    await browser.get(authorizeUrl(request(pkce().challenge)));
     expect((await browser.post('/oauth2/authorize', form)).statusCode).toBe(303);
     expect((await browser.post('/oauth2/authorize', form)).statusCode).toBe(400);
   });

@@ -20,8 +20,12 @@ const unescape = (s: string): string =>
   s.replace(/&#(\d+);/g, (_m, n: string) => String.fromCharCode(Number(n))).replace(/&amp;/g, '&');
 
 export class Browser {
-  cookie: string | undefined;
+  readonly cookies = new Map<string, string>();
   constructor(private readonly app: FastifyInstance) {}
+
+  private get cookie(): string | undefined {
+    return this.cookies.size ? [...this.cookies].map(([k, v]) => `${k}=${v}`).join('; ') : undefined;
+  }
 
   async get(url: string): Promise<LightMyRequestResponse> {
     const res = await this.app.inject({
@@ -30,8 +34,10 @@ export class Browser {
       headers: this.cookie ? { cookie: this.cookie } : {},
     });
     const set = res.headers['set-cookie'];
-    const first = Array.isArray(set) ? set[0] : set;
-    if (first) this.cookie = first.split(';')[0];
+    for (const c of Array.isArray(set) ? set : set ? [set] : []) {
+      const [k, v] = (c.split(';')[0] as string).split('=', 2) as [string, string];
+      this.cookies.set(k, v);
+    }
     return res;
   }
 

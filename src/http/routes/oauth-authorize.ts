@@ -19,18 +19,24 @@ import {
 } from '../../auth/authorize-request.js';
 import type { AuthDeps } from '../../auth/deps.js';
 import { FhirError } from '../../fhir/outcome.js';
+import { sha256 } from '../../fhir/repository/secrets.js';
 import { chooserPage, errorPage, signInPage } from '../authorize-html.js';
 import type { FormBody } from '../plugins/content-types.js';
 import type { LoginGuard } from '../plugins/rate-limit.js';
 
-const COOKIE = 'cinder_authorize';
 const BROWSER = /^[A-Za-z0-9_-]{43}$/;
 
-function cookieValue(request: FastifyRequest): string | undefined {
-  const header = request.headers.cookie ?? '';
-  for (const part of header.split(';')) {
+/**
+ * The cookie of one transaction: a name of its own (so that sign-ins in two tabs do not undo each other) and a fresh
+ * value that was never anywhere but in this Set-Cookie (so a cookie planted beforehand binds nothing).
+ */
+const cookieName = (transaction: string): string => `cinder_az_${sha256(transaction).slice(0, 16)}`;
+
+function cookieValue(request: FastifyRequest, transaction: string): string | undefined {
+  const name = cookieName(transaction);
+  for (const part of (request.headers.cookie ?? '').split(';')) {
     const [k, v] = part.trim().split('=', 2);
-    if (k === COOKIE && v && BROWSER.test(v)) return v;
+    if (k === name && v && BROWSER.test(v)) return v;
   }
   return undefined;
 }
@@ -73,21 +79,21 @@ export function authorizeRoutes(
     return html(reply, 200, chooserPage({ action, transaction, options: step.options }));
   };
 
-  app.get('/oauth2/authorize', { config: { public: true } }, async (request, reply) => {
+  // Both count against the per-address limit of the login endpoints: each GET stores a pending request.
+  const guarded = { config: { public: true }, ...(guard ? { onRequest: guard.perIp } : {}) };
+
+  app.get('/oauth2/authorize', guarded, async (request, reply) => {
     const check = await checkAuthorizeRequest(deps, request.query as Query, fhirBase);
     if (check.kind === 'show') return html(reply, 400, errorPage(check.message));
     if (check.kind === 'redirect')
       return reply.header('cache-control', 'no-store').redirect(check.location, 302);
-    // One browser secret per browser (kept when present), so that sign-ins in two tabs do not undo each other.
-    const { id, browser } = await startTransaction(
-      deps.db,
-      deps,
-      { ...check.request, clientName: check.clientName },
-      cookieValue(request),
-    );
+    const { id, browser } = await startTransaction(deps.db, deps, {
+      ...check.request,
+      clientName: check.clientName,
+    });
     reply.header(
       'set-cookie',
-      `${COOKIE}=${browser}; Path=${cookiePath}; Max-Age=${AUTHORIZE_LIFETIME}; HttpOnly; SameSite=Lax${secure}`,
+      `${cookieName(id)}=${browser}; Path=${cookiePath}; Max-Age=${AUTHORIZE_LIFETIME}; HttpOnly; SameSite=Lax${secure}`,
     );
     return html(reply, 200, signInPage({ action, transaction: id, clientName: check.clientName }));
   });
@@ -126,12 +132,11 @@ export function authorizeRoutes(
     }
   };
 
-  const guarded = { config: { public: true }, ...(guard ? { onRequest: guard.perIp } : {}) };
   app.post('/oauth2/authorize', guarded, async (request, reply) => {
     const ct = request.headers['content-type'] ?? '';
     const body = ct.startsWith('application/x-www-form-urlencoded') ? (request.body as FormBody) : {};
     const transaction = text(body, 'transaction') ?? '';
-    const pending = await loadTransaction(deps.db, deps, transaction, cookieValue(request));
+    const pending = await loadTransaction(deps.db, deps, transaction, cookieValue(request, transaction));
     // Unknown, used, expired or started in another browser: nothing is trusted, so nothing is redirected.
     if (!pending) {
       return html(reply, 400, errorPage('This sign-in form has expired or was not opened in this browser.'));
