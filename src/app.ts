@@ -134,7 +134,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   healthRoutes(app, { db, cache: deps.cache });
   wellKnownRoutes(app, { keys: deps.keys, baseUrl: config.baseUrl });
-  oauthRoutes(app, auth, { loginGuard });
+  oauthRoutes(app, auth, { loginGuard, baseUrl: config.baseUrl });
   adminRoutes(app, { db, clock, newId, fhirBase, membershipsChanged: () => auth.principals.changed() });
   // Export files and Binary contents share one store (API.md §1 dataDir, or PostgreSQL's file_chunks).
   const files = deps.files ?? fileStoreFor(deps.db, config.dataDir);

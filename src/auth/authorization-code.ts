@@ -1,13 +1,16 @@
 // The authorization_code grant with PKCE S256 (RFC 6749 §4.1.3, RFC 7636 §4.6, https://www.rfc-editor.org/rfc/rfc7636):
-// a code from POST /auth/login is exchanged once, within 60 s, by the holder of its code verifier; a code presented
-// a second time ends the login it was issued for (RFC 6749 §4.1.2).
+// a code from POST /auth/login or GET/POST /oauth2/authorize is exchanged once, within 60 s, by the holder of its code
+// verifier; a code presented a second time ends the login it was issued for (RFC 6749 §4.1.2). A code of the authorize
+// endpoint also needs its client_id and the redirect_uri its request named (RFC 6749 §4.1.3); a client secret, when
+// sent, must be right (public clients send none: PKCE binds the code to them).
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { generateSecret, sha256 } from '../fhir/repository/secrets.js';
 import type { Queryable } from '../storage/db.js';
 import type { AuthDeps } from './deps.js';
 import type { IdTokenSigner } from './id-token.js';
 import type { TokenResponse } from './issue-login.js';
-import { OAuthError } from './oauth-error.js';
+import { clientSecretMatches } from './client-credentials.js';
+import { OAuthError, type OAuthErrorCode } from './oauth-error.js';
 import { loadPrincipal, type Principal } from './principal.js';
 import { storeRefreshToken, userTokenResponse, type UserGrant } from './refresh-token.js';
 import { endLogin } from './revoke.js';
@@ -33,12 +36,13 @@ export async function createAuthorizationCode(
   loginId: string,
   codeChallenge: string,
   grant: UserGrant,
+  origin: { redirectUri?: string; viaAuthorize?: boolean } = {},
 ): Promise<string> {
   const code = generateSecret();
   const now = deps.clock().getTime();
   await db.query(
-    `INSERT INTO oauth_codes (code_hash, login_id, code_challenge, scope, nonce, auth_time, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    `INSERT INTO oauth_codes (code_hash, login_id, code_challenge, scope, nonce, auth_time, expires_at, redirect_uri,
+       via_authorize) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
     [
       sha256(code),
       loginId,
@@ -47,6 +51,8 @@ export async function createAuthorizationCode(
       grant.nonce ?? null,
       grant.authTime,
       new Date(now + CODE_LIFETIME * 1000),
+      origin.redirectUri ?? null,
+      origin.viaAuthorize ?? false,
     ],
   );
   return code;
@@ -67,12 +73,39 @@ interface CodeRow {
   auth_time: string | number;
   expires_at: Date | string;
   used_at: Date | string | null;
+  redirect_uri: string | null;
+  via_authorize: boolean;
 }
 
 type Outcome =
-  | { kind: 'ok'; principal: Principal; grant: UserGrant; refreshToken: string }
+  | { kind: 'ok'; principal: Principal; grant: UserGrant; refreshToken?: string }
   | { kind: 'reused'; loginId: string }
-  | { kind: 'refused'; why: string };
+  | { kind: 'refused'; why: string; error?: OAuthErrorCode };
+
+export interface CodeExchange {
+  code?: string;
+  codeVerifier?: string;
+  clientId?: string;
+  /** A client secret sent with the request (HTTP Basic or client_secret), checked before the code is used up. */
+  clientSecret?: string;
+  redirectUri?: string;
+}
+
+/** SMART App Launch: a refresh token only for `offline_access` (`online_access` is not supported). */
+const wantsRefresh = (scope: string): boolean => /(^|\s)offline_access(\s|$)/.test(scope);
+
+/** The checks of RFC 6749 §4.1.3 for a code of the authorize endpoint; undefined when they pass. */
+function authorizeCodeRefusal(row: CodeRow, principal: Principal, params: CodeExchange): Outcome | undefined {
+  if (!row.via_authorize) return undefined;
+  if (!params.clientId) return { kind: 'refused', why: 'client_id is required', error: 'invalid_request' };
+  if (principal.clientId !== params.clientId) {
+    return { kind: 'refused', why: 'The authorization code was issued to another client' };
+  }
+  if (row.redirect_uri !== null && params.redirectUri !== row.redirect_uri) {
+    return { kind: 'refused', why: 'redirect_uri does not match the one of the authorization request' };
+  }
+  return undefined;
+}
 
 function verifierMatches(verifier: string, challenge: string): boolean {
   if (!VERIFIER.test(verifier)) return false;
@@ -84,15 +117,21 @@ function verifierMatches(verifier: string, challenge: string): boolean {
 export async function authorizationCodeGrant(
   deps: AuthDeps,
   signIdToken: IdTokenSigner,
-  params: { code?: string; codeVerifier?: string; clientId?: string },
+  params: CodeExchange,
 ): Promise<TokenResponse> {
   const { code, codeVerifier } = params;
   if (!code) throw new OAuthError('invalid_request', 'code is required');
   if (!codeVerifier) throw new OAuthError('invalid_request', 'code_verifier is required (PKCE, RFC 7636)');
+  if (params.clientSecret !== undefined) {
+    // client_secret_basic / client_secret_post (RFC 6749 §2.3.1): a confidential client proves itself.
+    if (!params.clientId || !(await clientSecretMatches(deps, params.clientId, params.clientSecret))) {
+      throw new OAuthError('invalid_client', 'Invalid client credentials');
+    }
+  }
   // Every outcome below commits: a presented code is used up, whether or not the exchange succeeds.
   const outcome = await deps.db.transaction<Outcome>(async (tx) => {
     const r = await tx.query<CodeRow>(
-      `SELECT login_id, code_challenge, scope, nonce, auth_time, expires_at, used_at
+      `SELECT login_id, code_challenge, scope, nonce, auth_time, expires_at, used_at, redirect_uri, via_authorize
        FROM oauth_codes WHERE code_hash = $1 FOR UPDATE`,
       [sha256(code)],
     );
@@ -112,16 +151,19 @@ export async function authorizationCodeGrant(
     if (params.clientId && principal.clientId && params.clientId !== principal.clientId) {
       return { kind: 'refused', why: 'The authorization code was issued to another client' };
     }
+    const refusal = authorizeCodeRefusal(row, principal, params);
+    if (refusal) return refusal;
     const grant: UserGrant = {
       scope: row.scope,
       authTime: Number(row.auth_time),
       ...(row.nonce !== null ? { nonce: row.nonce } : {}),
     };
-    const refreshToken = await storeRefreshToken(tx, deps, row.login_id, {
-      scope: grant.scope,
-      authTime: grant.authTime,
-    });
-    return { kind: 'ok', principal, grant, refreshToken };
+    // Codes of POST /auth/login always came with a refresh token (API.md §2); SMART apps ask for one.
+    const refreshToken =
+      !row.via_authorize || wantsRefresh(row.scope)
+        ? await storeRefreshToken(tx, deps, row.login_id, { scope: grant.scope, authTime: grant.authTime })
+        : undefined;
+    return { kind: 'ok', principal, grant, ...(refreshToken ? { refreshToken } : {}) };
   });
   if (outcome.kind === 'reused') {
     await endLogin(deps, outcome.loginId);
@@ -130,6 +172,6 @@ export async function authorizationCodeGrant(
       'The authorization code was already used; the login has been ended',
     );
   }
-  if (outcome.kind === 'refused') throw new OAuthError('invalid_grant', outcome.why);
+  if (outcome.kind === 'refused') throw new OAuthError(outcome.error ?? 'invalid_grant', outcome.why);
   return userTokenResponse(deps, signIdToken, outcome.principal, outcome.grant, outcome.refreshToken);
 }

@@ -29,9 +29,19 @@ export async function clientCredentialsGrant(
   if (!CLIENT_ID.test(clientId)) throw bad;
   const client = await selectCurrent(deps.db, 'ClientApplication', clientId);
   if (!client || client.deleted) throw bad;
-  const stored = await readCredential(deps.db, 'ClientApplication', clientId, 'client_secret');
-  if (!stored || !sameHash(stored, sha256(clientSecret))) throw bad;
+  if (!(await clientSecretMatches(deps, clientId, clientSecret))) throw bad;
   return loginAsClient(deps, clientId, client, scope);
+}
+
+/** Whether `secret` is the stored secret of the ClientApplication (compared as hashes, in constant time). */
+export async function clientSecretMatches(
+  deps: Pick<AuthDeps, 'db'>,
+  clientId: string,
+  secret: string,
+): Promise<boolean> {
+  if (!CLIENT_ID.test(clientId)) return false;
+  const stored = await readCredential(deps.db, 'ClientApplication', clientId, 'client_secret');
+  return stored !== undefined && sameHash(stored, sha256(secret));
 }
 
 export const CLIENT_ID = /^[A-Za-z0-9\-.]{1,64}$/;

@@ -12,6 +12,8 @@ export interface TokenResponse {
   profile: { reference: string };
   refresh_token?: string;
   id_token?: string;
+  /** SMART App Launch launch context: the id of the Patient in context (`launch/patient`). */
+  patient?: string;
   /** RFC 8693 §2.2.1, token exchange only. */
   issued_token_type?: string;
 }

@@ -7,7 +7,11 @@ export type OAuthErrorCode =
   | 'unauthorized_client'
   | 'unsupported_grant_type'
   | 'invalid_scope'
-  | 'temporarily_unavailable';
+  | 'temporarily_unavailable'
+  // Authorization endpoint errors (RFC 6749 §4.1.2.1), sent back to the client's redirect_uri.
+  | 'access_denied'
+  | 'unsupported_response_type'
+  | 'server_error';
 
 export class OAuthError extends Error {
   readonly status: number;

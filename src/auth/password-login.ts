@@ -62,7 +62,7 @@ export function grantedScope(requested: string | undefined): string {
   return ['openid', ...SUPPORTED_SCOPES.filter((s) => s !== 'openid' && asked.has(s))].join(' ');
 }
 
-async function checkPassword(deps: AuthDeps, email: string, password: string): Promise<string> {
+export async function checkPassword(deps: AuthDeps, email: string, password: string): Promise<string> {
   const r = await deps.db.query<{ id: string }>(
     `SELECT id FROM resources WHERE resource_type = 'User' AND NOT deleted AND lower(content->>'email') = lower($1)
      ORDER BY rid LIMIT 1`,

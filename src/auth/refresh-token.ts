@@ -9,6 +9,7 @@ import { accessTokenResponse, type TokenResponse } from './issue-login.js';
 import { OAuthError } from './oauth-error.js';
 import { loadPrincipal, type Principal } from './principal.js';
 import { endLogin } from './revoke.js';
+import { patientContext } from './smart-user-scopes.js';
 
 /** Lifetime of a refresh token (seconds); each rotation starts a new one. */
 export const REFRESH_TOKEN_LIFETIME = 14 * 24 * 3600;
@@ -44,13 +45,16 @@ export async function storeRefreshToken(
   return token;
 }
 
-/** Access token, refresh token and ID Token of a user's login (the code flow's answer, API.md §2). */
+/**
+ * Access token, refresh token and ID Token of a user's login (the code flow's answer, API.md §2): the ID Token when
+ * `openid` was granted, and the SMART launch context `patient` when `launch/patient` was (the user's own Patient).
+ */
 export async function userTokenResponse(
   deps: AuthDeps,
   signIdToken: IdTokenSigner,
   principal: Principal,
   grant: UserGrant,
-  refreshToken: string,
+  refreshToken: string | undefined,
 ): Promise<TokenResponse> {
   const sub = principal.userId ?? principal.profile;
   const res = await accessTokenResponse(
@@ -63,17 +67,26 @@ export async function userTokenResponse(
     },
     { sub, scope: grant.scope },
   );
-  const idToken = await signIdToken({
-    sub,
-    audience: principal.clientId ?? DEFAULT_AUDIENCE,
-    authTime: grant.authTime,
-    ...(grant.nonce !== undefined ? { nonce: grant.nonce } : {}),
-    fhirUser: principal.profile,
-    accessToken: res.access_token,
-    lifetime: res.expires_in,
-    now: nowSeconds(deps),
-  });
-  return { ...res, refresh_token: refreshToken, id_token: idToken };
+  const granted = scopes(grant.scope);
+  const patient = granted.includes('launch/patient') ? patientContext(principal.profile) : undefined;
+  const idToken = granted.includes('openid')
+    ? await signIdToken({
+        sub,
+        audience: principal.clientId ?? DEFAULT_AUDIENCE,
+        authTime: grant.authTime,
+        ...(grant.nonce !== undefined ? { nonce: grant.nonce } : {}),
+        fhirUser: principal.profile,
+        accessToken: res.access_token,
+        lifetime: res.expires_in,
+        now: nowSeconds(deps),
+      })
+    : undefined;
+  return {
+    ...res,
+    ...(refreshToken !== undefined ? { refresh_token: refreshToken } : {}),
+    ...(idToken !== undefined ? { id_token: idToken } : {}),
+    ...(patient !== undefined ? { patient } : {}),
+  };
 }
 
 interface RefreshRow {

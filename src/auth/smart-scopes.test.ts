@@ -56,9 +56,18 @@ describe('resourceScopesOf and access.ts', () => {
   });
 
   it('never widens a token with an unsupported resource scope', () => {
-    expect(resourceScopesOf('patient/*.read')).toEqual([]);
-    const actor = { ...member, scopes: resourceScopesOf('patient/*.read') };
-    expect(canRead(actor, 'Patient')).toBe(false);
+    expect(resourceScopesOf('patient/Observation.rs?category=laboratory')).toEqual([]);
+    const actor = { ...member, scopes: resourceScopesOf('patient/Observation.rs?category=laboratory') };
+    expect(canRead(actor, 'Observation')).toBe(false);
+  });
+
+  it('limits user and patient scopes by type and interaction', () => {
+    expect(resourceScopesOf('openid user/*.rs')).toEqual([{ type: '*', permissions: 'rs' }]);
+    expect(resourceScopesOf('patient/*.read')).toEqual([{ type: '*', permissions: 'rs' }]);
+    const actor = { ...member, scopes: resourceScopesOf('patient/Observation.rs') };
+    expect(canRead(actor, 'Observation')).toBe(true);
+    expect(canRead(actor, 'Practitioner')).toBe(false);
+    expect(canWrite({ ...member, scopes: resourceScopesOf('user/*.rs') }, 'Patient', 'create')).toBe(false);
   });
 
   // Scope × interaction → allowed; the role rules still apply on top (a member never reads ClientApplications).

@@ -1,6 +1,7 @@
-// SMART system scopes (https://hl7.org/fhir/smart-app-launch/scopes-and-launch-context.html): `system/<Type|*>.<x>`
-// with v1 `read | write | *` or v2 letters `cruds`. What a client is granted at the token endpoint, and what a token's
-// `scope` claim permits, expressed as the ResourceScopes fhir/access.ts decides on.
+// SMART resource scopes (https://hl7.org/fhir/smart-app-launch/scopes-and-launch-context.html):
+// `<system|user|patient>/<Type|*>.<x>` with v1 `read | write | *` or v2 letters `cruds`. What a client is granted at
+// the token endpoint, what a user is granted at the authorize endpoint, and what a token's `scope` claim permits,
+// expressed as the ResourceScopes fhir/access.ts decides on.
 import { LRUCache } from 'lru-cache';
 import { canRead, canWrite, type Actor, type ResourceScope } from '../fhir/access.js';
 import { isResourceType } from '../fhir/definitions/index.js';
@@ -10,41 +11,55 @@ import { OAuthError } from './oauth-error.js';
 const V1: Readonly<Record<string, string>> = { read: 'rs', write: 'cud', '*': 'cruds' };
 const V1_BACK: Readonly<Record<string, string>> = { rs: 'read', cud: 'write', cruds: '*' };
 // v2 letters appear in this order (SMART 2.x: "cruds" order is required); at least one.
-const SYSTEM_SCOPE = /^system\/(\*|[A-Z][A-Za-z]{0,63})\.(read|write|\*|c?r?u?d?s?)$/;
+const RESOURCE_SCOPE = /^(system|user|patient)\/(\*|[A-Z][A-Za-z]{0,63})\.(read|write|\*|c?r?u?d?s?)$/;
 /** Scopes of SMART's resource-scope syntax, whatever their context: a token naming any is limited to them. */
-const RESOURCE_LIKE = /^(system|user|patient)\//;
+export const RESOURCE_LIKE = /^(system|user|patient)\//;
 
 /** Non-resource scopes a client_credentials token may carry; each leaves the token unlimited, as before scopes. */
 const CLIENT_SCOPES = new Set(['openid']);
 
-interface ParsedScope extends ResourceScope {
+export type ScopeContext = 'system' | 'user' | 'patient';
+
+export interface ParsedScope extends ResourceScope {
   v1: boolean;
+  context?: ScopeContext;
+}
+
+/**
+ * A resource scope of any context, or undefined when the text is not one we support (unknown types, granular
+ * `?param=` forms).
+ */
+export function parseResourceScope(text: string): (ParsedScope & { context: ScopeContext }) | undefined {
+  const m = RESOURCE_SCOPE.exec(text);
+  if (!m) return undefined;
+  const context = m[1] as ScopeContext;
+  const type = m[2] as string;
+  const suffix = m[3] as string;
+  if (suffix === '' || (type !== '*' && !isResourceType(type))) return undefined;
+  const v1 = suffix in V1;
+  return { type, permissions: v1 ? (V1[suffix] as string) : suffix, v1, context };
 }
 
 /** A system scope, or undefined when the text is not one we support (other contexts, unknown types, query parts). */
 export function parseSystemScope(text: string): ParsedScope | undefined {
-  const m = SYSTEM_SCOPE.exec(text);
-  if (!m) return undefined;
-  const type = m[1] as string;
-  const suffix = m[2] as string;
-  if (suffix === '' || (type !== '*' && !isResourceType(type))) return undefined;
-  const v1 = suffix in V1;
-  return { type, permissions: v1 ? (V1[suffix] as string) : suffix, v1 };
+  const parsed = parseResourceScope(text);
+  if (parsed?.context !== 'system') return undefined;
+  return { type: parsed.type, permissions: parsed.permissions, v1: parsed.v1 };
 }
 
-function formatScope(s: ParsedScope): string {
+export function formatScope(s: ParsedScope): string {
   const back = s.v1 ? V1_BACK[s.permissions] : undefined;
-  return `system/${s.type}.${back ?? s.permissions}`;
+  return `${s.context ?? 'system'}/${s.type}.${back ?? s.permissions}`;
 }
 
-const split = (text: string): string[] => [...new Set(text.split(/\s+/).filter((x) => x !== ''))];
+export const split = (text: string): string[] => [...new Set(text.split(/\s+/).filter((x) => x !== ''))];
 
 /**
  * The permissions of `s` the actor holds by its role (fhir/access.ts): a named type loses the letters the role lacks
  * (a member asking for `system/ClientApplication.rs` gets nothing); `*` keeps them all, since access.ts still applies
  * the role per type at each request.
  */
-function withinRole(actor: Actor, s: ParsedScope): ParsedScope {
+export function withinRole(actor: Actor, s: ParsedScope): ParsedScope {
   if (s.type === '*') return s;
   const unscoped: Actor = {
     projectId: actor.projectId,
@@ -60,7 +75,7 @@ function withinRole(actor: Actor, s: ParsedScope): ParsedScope {
   };
   const permissions = [...s.permissions].filter((l) => holds[l]).join('');
   // A v1 scope stays v1 only while its letters are still a v1 set; otherwise the v2 letters say what is left.
-  return { type: s.type, permissions, v1: s.v1 && permissions in V1_BACK };
+  return { ...s, permissions, v1: s.v1 && permissions in V1_BACK };
 }
 
 /** How a client proved who it is shapes what it may ask for (see grantClientScope). */
@@ -117,7 +132,9 @@ const parsedClaims = new LRUCache<string, { scopes: readonly ResourceScope[] | n
 
 /**
  * The resource scopes a token's `scope` claim limits it to, or undefined when it names none (today's `openid`,
- * `offline_access` … tokens stay unlimited). A claim with resource-like scopes that are not supported keeps only
+ * `offline_access` … tokens stay unlimited). `user/` and `patient/` scopes limit by type and interaction like
+ * `system/` ones (a patient's compartment is not applied: patient scopes are granted only to Patient users, whose
+ * membership already bounds what they reach; smart-user-scopes.ts). A claim with resource-like scopes that are not supported keeps only
  * the supported ones — possibly none, which permits nothing — so an unknown form never widens a token.
  */
 export function resourceScopesOf(claim: unknown): readonly ResourceScope[] | undefined {
@@ -126,8 +143,8 @@ export function resourceScopesOf(claim: unknown): readonly ResourceScope[] | und
   if (!entry) {
     const texts = split(claim).filter((s) => RESOURCE_LIKE.test(s));
     const scopes = texts
-      .map(parseSystemScope)
-      .filter((s): s is ParsedScope => s !== undefined)
+      .map(parseResourceScope)
+      .filter((s) => s !== undefined)
       .map((s) => ({ type: s.type, permissions: s.permissions }));
     entry = { scopes: texts.length === 0 ? null : scopes };
     parsedClaims.set(claim, entry);

@@ -13,6 +13,7 @@ import * as m009 from './migrations/009-file-chunks.js';
 import * as m010 from './migrations/010-composite-groups.js';
 import * as m011 from './migrations/011-exact-content.js';
 import * as m012 from './migrations/012-file-bytes.js';
+import * as m013 from './migrations/013-authorize-requests.js';
 
 export interface Migration {
   version: number;
@@ -33,6 +34,7 @@ export const MIGRATIONS: readonly Migration[] = [
   m010,
   m011,
   m012,
+  m013,
 ];
 
 const LOCK_KEY = 72_410_001;

@@ -632,7 +632,7 @@ describe.each(testDatabases())('OAuth flows on $name', (database) => {
     );
     expect(oidc.code_challenge_methods_supported).toEqual(['S256']);
     expect(oidc.revocation_endpoint).toBe('http://cinder.test/oauth2/revoke');
-    expect(oidc.authorization_endpoint).toBe('http://cinder.test/auth/login');
+    expect(oidc.authorization_endpoint).toBe('http://cinder.test/oauth2/authorize');
   });
 
   it('MedplumClient signs in with email and password, reads FHIR, refreshes and signs out', async () => {

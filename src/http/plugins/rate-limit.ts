@@ -1,6 +1,6 @@
 // Guards of the login endpoints against guessing (config `rateLimit`), with @fastify/rate-limit over the shared
 // counters (Redis when configured, so every instance counts together; in-process otherwise or while Redis is down):
-// - every request to /auth/login and /oauth2/token counts against the client IP (a flood guard);
+// - every request to /auth/login, /oauth2/token and /oauth2/authorize counts against the client IP (a flood guard);
 // - failed password logins and client authentications count against (client IP, email or client_id); once
 //   `failedLogins` is reached, that pair is refused, even with the right secret, until the window ends. A
 //   success clears the count. Successful requests therefore never lock out a well-behaved client.

@@ -1,6 +1,6 @@
 // OAuth 2.0 / OpenID Connect endpoints (API.md §2): the token endpoint (RFC 6749 §3.2) and its grants (client
-// credentials by secret or by SMART Backend Services assertion, RFC 7523), the password
-// login that starts the code flow, revocation (RFC 7009) and logout, userinfo, and the login's own /auth/me.
+// credentials by secret or by SMART Backend Services assertion, RFC 7523), the browser authorization endpoint
+// (oauth-authorize.ts) and the JSON password login that start the code flow, revocation (RFC 7009) and logout, userinfo, and the login's own /auth/me.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { authorizationCodeGrant } from '../../auth/authorization-code.js';
 import { assertionIssuer, clientAssertionGrant } from '../../auth/client-assertion.js';
@@ -21,6 +21,7 @@ import type { LoginGuard } from '../plugins/rate-limit.js';
 import { sendOAuthError } from '../reply.js';
 import { principalOf } from '../plugins/auth.js';
 import { adminUserRoutes } from './admin-users.js';
+import { authorizeRoutes } from './oauth-authorize.js';
 
 function one(body: FormBody, key: string): string | undefined {
   const v = body[key];
@@ -66,7 +67,7 @@ function field(body: FormBody, key: string): string | undefined {
 export function oauthRoutes(
   app: FastifyInstance,
   deps: AuthDeps,
-  opts: { keys?: KeyRing; loginGuard?: LoginGuard; clientKeys?: ClientKeySets } = {},
+  opts: { keys?: KeyRing; loginGuard?: LoginGuard; clientKeys?: ClientKeySets; baseUrl?: string } = {},
 ): void {
   const signIdToken = createIdTokenSigner(deps.tokens.issuer, keyRingSource(deps.db, opts.keys));
   const guard = opts.loginGuard;
@@ -77,6 +78,33 @@ export function oauthRoutes(
       now: () => deps.clock().getTime(),
     });
   const guarded = { config: { public: true }, ...(guard ? { onRequest: guard.perIp } : {}) };
+
+  /** authorization_code: a public client sends client_id; a confidential one may authenticate (RFC 6749 §4.1.3). */
+  const codeGrant = async (request: FastifyRequest, body: FormBody) => {
+    const basic = basicCredentials(request.headers.authorization);
+    const postSecret = field(body, 'client_secret');
+    if (basic.secret !== undefined && postSecret !== undefined)
+      throw new OAuthError('invalid_request', 'Use one client authentication method');
+    const clientId = basic.id ?? field(body, 'client_id');
+    const clientSecret = basic.secret ?? postSecret;
+    const redirectUri = field(body, 'redirect_uri');
+    const identity = `client:${clientId ?? ''}`;
+    if (clientSecret !== undefined) await guard?.check(request, identity);
+    try {
+      const answer = await authorizationCodeGrant(deps, signIdToken, {
+        code: field(body, 'code'),
+        codeVerifier: field(body, 'code_verifier'),
+        ...(clientId !== undefined ? { clientId } : {}),
+        ...(clientSecret !== undefined ? { clientSecret } : {}),
+        ...(redirectUri !== undefined ? { redirectUri } : {}),
+      });
+      if (clientSecret !== undefined) await guard?.succeeded(request, identity);
+      return answer;
+    } catch (err) {
+      if (err instanceof OAuthError && err.error === 'invalid_client') await guard?.failed(request, identity);
+      throw err;
+    }
+  };
 
   app.post('/oauth2/token', guarded, async (request, reply) => {
     reply.header('cache-control', 'no-store');
@@ -122,14 +150,7 @@ export function oauthRoutes(
           throw err;
         }
       }
-      if (grant === 'authorization_code') {
-        const clientId = basicCredentials(request.headers.authorization).id ?? field(body, 'client_id');
-        return await authorizationCodeGrant(deps, signIdToken, {
-          code: field(body, 'code'),
-          codeVerifier: field(body, 'code_verifier'),
-          ...(clientId !== undefined ? { clientId } : {}),
-        });
-      }
+      if (grant === 'authorization_code') return await codeGrant(request, body);
       if (grant === 'refresh_token') {
         const clientId = basicCredentials(request.headers.authorization).id ?? field(body, 'client_id');
         return await refreshTokenGrant(deps, signIdToken, {
@@ -199,6 +220,9 @@ export function oauthRoutes(
   app.post('/oauth2/logout', logout);
 
   adminUserRoutes(app, deps);
+  if (opts.baseUrl !== undefined) {
+    authorizeRoutes(app, deps, { baseUrl: opts.baseUrl, ...(guard ? { loginGuard: guard } : {}) });
+  }
 
   const userinfoHandler = async (request: FastifyRequest): Promise<Record<string, unknown>> =>
     userinfo(deps, principalOf(request));

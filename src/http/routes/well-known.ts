@@ -5,29 +5,48 @@ import { ASSERTION_ALGORITHMS } from '../../auth/client-assertion.js';
 import type { KeyRing } from '../../auth/keys.js';
 import { SUPPORTED_SCOPES } from '../../auth/password-login.js';
 import { SYSTEM_SCOPES_SUPPORTED } from '../../auth/smart-scopes.js';
+import { USER_RESOURCE_SCOPES_SUPPORTED, USER_SCOPES_SUPPORTED } from '../../auth/smart-user-scopes.js';
 import { TOKEN_EXCHANGE_GRANT } from '../../auth/token-exchange.js';
 
 const GRANTS = ['authorization_code', 'refresh_token', 'client_credentials', TOKEN_EXCHANGE_GRANT];
 const TOKEN_AUTH_METHODS = ['private_key_jwt', 'client_secret_basic', 'client_secret_post'];
+/** Scopes users (authorize endpoint, /auth/login) and clients may ask for. */
+const SCOPES = [
+  ...new Set([
+    ...USER_SCOPES_SUPPORTED,
+    ...SUPPORTED_SCOPES,
+    ...USER_RESOURCE_SCOPES_SUPPORTED,
+    ...SYSTEM_SCOPES_SUPPORTED,
+  ]),
+];
 
 /** SMART metadata (conformance.html §"Metadata"); public, served at {base} and at {fhir} (API.md §2). */
 function smartConfiguration(b: string): Record<string, unknown> {
   return {
     issuer: b,
     jwks_uri: `${b}.well-known/jwks.json`,
+    authorization_endpoint: `${b}oauth2/authorize`,
     token_endpoint: `${b}oauth2/token`,
     revocation_endpoint: `${b}oauth2/revoke`,
     userinfo_endpoint: `${b}oauth2/userinfo`,
     grant_types_supported: GRANTS,
     token_endpoint_auth_methods_supported: TOKEN_AUTH_METHODS,
     token_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGORITHMS,
-    scopes_supported: [...SYSTEM_SCOPES_SUPPORTED, ...SUPPORTED_SCOPES],
+    scopes_supported: SCOPES,
     response_types_supported: ['code'],
     code_challenge_methods_supported: ['S256'],
-    // No launch-* or sso-openid-connect: /auth/login is a JSON endpoint, not a browser authorize endpoint.
+    // Standalone launch only: no EHR launch (`launch` parameter) and no patient picker, so a `launch/patient` context
+    // exists only for a Patient user; no `launch-ehr`, `context-ehr-*`, `context-standalone-encounter`.
     capabilities: [
-      'client-confidential-asymmetric',
+      'launch-standalone',
+      'client-public',
       'client-confidential-symmetric',
+      'client-confidential-asymmetric',
+      'context-standalone-patient',
+      'sso-openid-connect',
+      'permission-offline',
+      // Not `permission-patient`: patient/ scopes limit by type and interaction, not to the patient's compartment.
+      'permission-user',
       'permission-v1',
       'permission-v2',
     ],
@@ -39,9 +58,9 @@ export function wellKnownRoutes(app: FastifyInstance, deps: { keys: KeyRing; bas
   app.get('/.well-known/jwks.json', { config: { public: true } }, async () => deps.keys.jwks);
   app.get('/.well-known/openid-configuration', { config: { public: true } }, async () => ({
     issuer: b,
-    // Not a browser redirect endpoint: a JSON POST of {email, password, codeChallenge, codeChallengeMethod}
-    // answering {login, code} (API.md §2).
-    authorization_endpoint: `${b}auth/login`,
+    // The browser endpoint (RFC 6749 §4.1.1). POST {b}auth/login, the JSON password login, still starts the code
+    // flow for clients such as MedplumClient (API.md §2).
+    authorization_endpoint: `${b}oauth2/authorize`,
     token_endpoint: `${b}oauth2/token`,
     userinfo_endpoint: `${b}oauth2/userinfo`,
     revocation_endpoint: `${b}oauth2/revoke`,
@@ -55,7 +74,7 @@ export function wellKnownRoutes(app: FastifyInstance, deps: { keys: KeyRing; bas
     token_endpoint_auth_methods_supported: [...TOKEN_AUTH_METHODS, 'none'],
     token_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGORITHMS,
     revocation_endpoint_auth_methods_supported: ['none'],
-    scopes_supported: [...SUPPORTED_SCOPES, ...SYSTEM_SCOPES_SUPPORTED],
+    scopes_supported: SCOPES,
     claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'at_hash', 'fhirUser'],
   }));
   const smart = JSON.stringify(smartConfiguration(b));

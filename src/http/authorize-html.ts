@@ -1,0 +1,94 @@
+// The pages of the browser authorization endpoint (RFC 6749 §4.1.1, SMART App Launch 2.x standalone launch,
+// https://hl7.org/fhir/smart-app-launch/app-launch.html): sign-in, membership chooser and error pages, server-rendered
+// HTML without scripts. Every value that reaches a page goes through `esc`.
+import type { MembershipOption } from '../auth/authorize-login.js';
+
+/** HTML text and attribute escaping (the five characters that can end a text node or a quoted attribute). */
+export function esc(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+const STYLE = `body{font-family:system-ui,sans-serif;max-width:28rem;margin:3rem auto;padding:0 1rem;line-height:1.5}
+label{display:block;margin-top:1rem}input{display:block;width:100%;padding:.5rem;box-sizing:border-box}
+button{margin-top:1.25rem;padding:.5rem 1rem}.error{color:#a00;border-left:4px solid #a00;padding-left:.75rem}
+fieldset{border:0;padding:0}legend{font-weight:600}input[type=radio]{display:inline;width:auto}`;
+
+function page(title: string, body: string): string {
+  return `<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer"><title>${esc(title)}</title><style>${STYLE}</style></head>
+<body><main>
+${body}
+</main></body>
+</html>
+`;
+}
+
+const errorBlock = (message: string | undefined): string =>
+  message ? `<p class="error" role="alert" id="form-error">${esc(message)}</p>` : '';
+
+export interface SignInPage {
+  action: string;
+  transaction: string;
+  clientName: string;
+  email?: string;
+  error?: string;
+}
+
+export function signInPage(p: SignInPage): string {
+  const described = p.error ? ' aria-describedby="form-error"' : '';
+  return page(
+    'Sign in',
+    `<h1>Sign in</h1>
+<p><strong>${esc(p.clientName)}</strong> asks to use your account.</p>
+${errorBlock(p.error)}
+<form method="post" action="${esc(p.action)}">
+<input type="hidden" name="transaction" value="${esc(p.transaction)}">
+<label for="email">Email</label>
+<input id="email" name="email" type="email" autocomplete="username" required value="${esc(p.email ?? '')}"${described}>
+<label for="password">Password</label>
+<input id="password" name="password" type="password" autocomplete="current-password" required${described}>
+<button type="submit">Sign in</button>
+<button type="submit" name="cancel" value="1" formnovalidate>Cancel</button>
+</form>`,
+  );
+}
+
+export interface ChooserPage {
+  action: string;
+  transaction: string;
+  options: MembershipOption[];
+  error?: string;
+}
+
+export function chooserPage(p: ChooserPage): string {
+  const items = p.options
+    .map(
+      (o, i) =>
+        `<label><input type="radio" name="membership" value="${esc(o.id)}"${i === 0 ? ' checked' : ''}> ${esc(o.label)}</label>`,
+    )
+    .join('\n');
+  return page(
+    'Choose a project',
+    `<h1>Choose a project</h1>
+${errorBlock(p.error)}
+<form method="post" action="${esc(p.action)}">
+<input type="hidden" name="transaction" value="${esc(p.transaction)}">
+<fieldset><legend>Sign in as</legend>
+${items}
+</fieldset>
+<button type="submit">Continue</button>
+<button type="submit" name="cancel" value="1">Cancel</button>
+</form>`,
+  );
+}
+
+export function errorPage(message: string): string {
+  return page(
+    'Sign-in error',
+    `<h1>This sign-in cannot continue</h1>
+${errorBlock(message)}
+<p>Return to the application and start again.</p>`,
+  );
+}
