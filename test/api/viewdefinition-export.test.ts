@@ -5,7 +5,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parquetReadObjects } from 'hyparquet';
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { JobRow } from '../../src/jobs/queue.js';
+import { viewExportKind, type ViewExportParams } from '../../src/jobs/kinds/view-export.js';
+import { localFileStore } from '../../src/storage/files.js';
 import { testDatabases } from '../support/db.js';
 import { createEntry, postBundle, startTestApp, type TestApp } from '../support/app.js';
 import { jobIdOf, kickOff, waitForJob, type AsyncJobBody } from '../support/jobs.js';
@@ -203,6 +207,60 @@ describe.each(testDatabases())('viewdefinition-export on $name', (database) => {
       token,
     });
     expect(file.statusCode).toBe(404);
+  });
+
+  it('resumes after a worker died mid-view: the files are what an uninterrupted run writes', async () => {
+    const projectId = (await t.request({ method: 'GET', url: `${t.fhir}/Patient?_count=1`, token })).json()
+      .entry[0].resource.meta.project as string;
+    const files = localFileStore(path.join(dir, 'view-resume'));
+    const env = {
+      db: t.db,
+      files,
+      fhirBase: 'http://cinder.test/fhir/R4',
+      clock: () => new Date(),
+      newId: randomUUID,
+    };
+    const kind = viewExportKind({ pageSize: 4, pagesPerStep: 1 });
+    const read = async (key: string): Promise<Buffer> => {
+      const stream = await files.read(key);
+      const chunks: Buffer[] = [];
+      for await (const c of stream as AsyncIterable<Buffer>) chunks.push(c);
+      return Buffer.concat(chunks);
+    };
+    for (const format of ['ndjson', 'parquet'] as const) {
+      const params: ViewExportParams = {
+        views: [
+          { name: 'patients', type: 'Patient', view: patients },
+          { name: 'obs', type: 'Observation', view: observations },
+        ],
+        format,
+        header: true,
+        data: { level: 'system', since: null, projectId },
+      };
+      const run = async (jobId: string, crashAfter?: number): Promise<Buffer[]> => {
+        const job = { id: jobId, params } as unknown as JobRow;
+        let state = await kind.start(env, job);
+        for (let step = 1; ; step++) {
+          const r = await kind.runStep(env, job, state);
+          if (r.done) break;
+          if (step === crashAfter) {
+            // The worker wrote more after its checkpoint and died; another one resumes from the checkpoint.
+            const name = format === 'parquet' ? 'patients.rows.ndjson' : 'patients.ndjson';
+            await files.append(`exports/${jobId}/${name}`, '{"half a row":');
+            await kind.resume(env, job, r.state);
+          }
+          state = r.state;
+        }
+        return [
+          await read(`exports/${jobId}/patients.${format}`),
+          await read(`exports/${jobId}/obs.${format}`),
+        ];
+      };
+      const clean = await run(`clean-${format}`);
+      expect(clean[0]?.length).toBeGreaterThan(0);
+      for (const crashAfter of [1, 2, 4])
+        expect(await run(`crash-${format}-${crashAfter}`, crashAfter)).toEqual(clean);
+    }
   });
 
   it('refuses views that cannot be processed (422) and malformed requests (400)', async () => {
