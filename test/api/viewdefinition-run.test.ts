@@ -252,6 +252,7 @@ describe.each(testDatabases())('viewdefinition-run on $name', (database) => {
         { name: 'viewReference', valueReference: { reference: 'ViewDefinition/x' } },
       ),
       params({ name: 'viewResource', resource: patientView() }, { name: '_format', valueCode: 'xml' }),
+      params({ name: 'viewResource', resource: { resourceType: 'Patient' } }),
       params({ name: 'viewResource', resource: patientView() }, { name: '_limit', valueInteger: 0 }),
       params(
         { name: 'viewResource', resource: patientView() },

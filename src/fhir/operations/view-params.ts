@@ -83,7 +83,8 @@ export async function resolveView(db: Queryable, ctx: RepoContext, params: reado
   }
   const view = inline[0]?.resource;
   if (inline.length === 1) {
-    if (!view || view.resourceType !== 'ViewDefinition')
+    // A view without `resourceType` is taken as one (the specification's own test views are written so).
+    if (!view || (view.resourceType !== undefined && view.resourceType !== 'ViewDefinition'))
       throw bad('viewResource must hold a ViewDefinition resource', 'view-resource');
     return view;
   }
