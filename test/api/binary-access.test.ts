@@ -5,7 +5,7 @@ import { binaryKey } from '../../src/fhir/repository/binary-content.js';
 import { testDatabases } from '../support/db.js';
 import { tokenRequest, type TestApp } from '../support/app.js';
 import { ASYNC, jobIdOf, waitForJob } from '../support/jobs.js';
-import { issueOf, PNG, startBinaryApp, type BinaryApp } from '../support/binary.js';
+import { issueOf, PNG, startBinaryApp, type BinaryApp, binaryRequests } from '../support/binary.js';
 
 describe.each(testDatabases())('Binary access on $name', (database) => {
   let s: BinaryApp;
@@ -14,14 +14,10 @@ describe.each(testDatabases())('Binary access on $name', (database) => {
   let member: string;
   let projectId: string;
   let other: string;
-  const upload = (
-    payload: Buffer | string,
-    headers: Record<string, string>,
-    url = 'Binary',
-    method = 'POST',
-  ) => t.request({ method: method as 'POST', url: `${t.fhir}/${url}`, token, headers, payload });
-  const get = (url: string, headers: Record<string, string> = {}, as = token) =>
-    t.request({ method: 'GET', url: `${t.fhir}/${url}`, token: as, headers });
+  const { upload, get } = binaryRequests(
+    () => t,
+    () => token,
+  );
 
   beforeAll(async () => {
     s = await startBinaryApp(database, { jobs: true });

@@ -4,20 +4,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { binaryKey } from '../../src/fhir/repository/binary-content.js';
 import { testDatabases } from '../support/db.js';
 import type { TestApp } from '../support/app.js';
-import { issueOf, MAX, PNG, startBinaryApp, type BinaryApp } from '../support/binary.js';
+import { issueOf, MAX, PNG, startBinaryApp, type BinaryApp, binaryRequests } from '../support/binary.js';
 
 describe.each(testDatabases())('Binary on $name', (database) => {
   let s: BinaryApp;
   let t: TestApp;
   let token: string;
-  const upload = (
-    payload: Buffer | string,
-    headers: Record<string, string>,
-    url = 'Binary',
-    method = 'POST',
-  ) => t.request({ method: method as 'POST', url: `${t.fhir}/${url}`, token, headers, payload });
-  const get = (url: string, headers: Record<string, string> = {}, as = token) =>
-    t.request({ method: 'GET', url: `${t.fhir}/${url}`, token: as, headers });
+  const { upload, get } = binaryRequests(
+    () => t,
+    () => token,
+  );
 
   beforeAll(async () => {
     s = await startBinaryApp(database);

@@ -58,3 +58,13 @@ export async function startBinaryApp(
     },
   };
 }
+
+/** `upload` (a raw POST or PUT to `{fhir}/<url>`) and `get` of the Binary tests, as `token` (read at call time). */
+export function binaryRequests(t: () => TestApp, token: () => string) {
+  return {
+    upload: (payload: Buffer | string, headers: Record<string, string>, url = 'Binary', method = 'POST') =>
+      t().request({ method: method as 'POST', url: `${t().fhir}/${url}`, token: token(), headers, payload }),
+    get: (url: string, headers: Record<string, string> = {}, as = token()) =>
+      t().request({ method: 'GET', url: `${t().fhir}/${url}`, token: as, headers }),
+  };
+}
