@@ -1,6 +1,7 @@
-// Hot paths, measured (issue 16): starts built servers one after the other on fresh data (10,000 Patients), and
+// Hot paths, measured (issue 16): starts the built servers to compare side by side, each on fresh data (10,000 Patients), and
 // measures /healthcheck, read by id, `Patient?family=…&_count=20` and create Patient with autocannon (10
-// connections, BENCH_RUNS × BENCH_DURATION s, medians), each with its ratio to the healthcheck of the same go.
+// connections, BENCH_RUNS rounds × BENCH_DURATION s, medians; in each round every target runs each test in turn),
+// each with its ratio to the same target's healthcheck.
 //
 //   npm run build && npx tsx bench/hot-paths.ts
 //
@@ -10,6 +11,7 @@
 //   HOT_ENGINE    postgres (default; a fresh database per target on HOT_DATABASE_URL's server) or pglite
 //   HOT_DATABASE_URL  admin connection (default postgres://postgres@127.0.0.1:5432/postgres)
 //   HOT_CONFIG    JSON merged into each server's configuration, e.g. '{"logLevel":"info"}'
+//   HOT_CONFIG_<label>  JSON merged into that target's configuration only, e.g. HOT_CONFIG_quiet='{"requestLog":"none"}'
 //   HOT_LOG_FILE  where the servers' stdout (log lines) goes (default /dev/null)
 //   HOT_CPU_PROF  a directory: the servers run with --cpu-prof and write their profiles there on exit
 //   HOT_TESTS     comma list among read,search,create (default all)
@@ -47,10 +49,9 @@ interface Row {
 
 type Options = Parameters<typeof autocannon>[0];
 
-async function measure(opts: Options): Promise<Omit<Row, 'target' | 'test' | 'x health'>> {
-  const runs: Awaited<ReturnType<typeof autocannon>>[] = [];
-  for (let i = 0; i < RUNS; i++)
-    runs.push(await autocannon({ connections: CONNECTIONS, duration: DURATION, ...opts }));
+type Result = Awaited<ReturnType<typeof autocannon>>;
+
+function summary(runs: Result[]): Omit<Row, 'target' | 'test' | 'x health'> {
   return {
     'req/s': Math.round(median(runs.map((r) => r.requests.average))),
     'p50 ms': median(runs.map((r) => r.latency.p50)),
@@ -98,65 +99,83 @@ async function freshDatabase(name: string): Promise<string> {
   return u.toString();
 }
 
-async function benchTarget(label: string, server: RunningServer, rows: Row[]): Promise<void> {
+interface Loaded {
+  label: string;
+  server: RunningServer;
+  tests: Map<string, Options>;
+}
+
+/** Loads the Patients into a started server and returns the autocannon options of each test against it. */
+async function prepare(label: string, server: RunningServer): Promise<Loaded> {
   const base = server.base;
   const token = await login(base);
   const auth = { authorization: `Bearer ${token}` };
   const ids = await loadPatients(base, token);
   const fams = families();
   let n = 0;
-  const health = await measure({ url: `${base}healthcheck` });
-  const add = (test: string, r: Awaited<ReturnType<typeof measure>>): void => {
-    rows.push({ target: label, test, ...r, 'x health': (r['req/s'] / health['req/s']).toFixed(2) });
-  };
-  add('healthcheck', health);
+  const tests = new Map<string, Options>([['healthcheck', { url: `${base}healthcheck` }]]);
   if (TESTS.has('read'))
-    add(
-      'read by id',
-      await measure({
-        url: base,
-        headers: auth,
-        requests: [
-          {
-            method: 'GET',
-            setupRequest: (r) => ({ ...r, path: `/fhir/R4/Patient/${ids[n++ % ids.length]}` }),
-          },
-        ],
-      }),
-    );
+    tests.set('read by id', {
+      url: base,
+      headers: auth,
+      requests: [
+        { method: 'GET', setupRequest: (r) => ({ ...r, path: `/fhir/R4/Patient/${ids[n++ % ids.length]}` }) },
+      ],
+    });
   if (TESTS.has('search'))
-    add(
-      'search family &_count=20',
-      await measure({
-        url: base,
-        headers: auth,
-        requests: [
-          {
-            method: 'GET',
-            setupRequest: (r) => ({
-              ...r,
-              path: `/fhir/R4/Patient?family=${encodeURIComponent(fams[n++ % fams.length] as string)}&_count=20`,
-            }),
-          },
-        ],
-      }),
-    );
+    tests.set('search family &_count=20', {
+      url: base,
+      headers: auth,
+      requests: [
+        {
+          method: 'GET',
+          setupRequest: (r) => ({
+            ...r,
+            path: `/fhir/R4/Patient?family=${encodeURIComponent(fams[n++ % fams.length] as string)}&_count=20`,
+          }),
+        },
+      ],
+    });
   if (TESTS.has('create'))
-    add(
-      'create Patient',
-      await measure({
-        url: base,
-        headers: { ...auth, 'content-type': 'application/fhir+json' },
-        requests: [
-          {
-            method: 'POST',
-            path: '/fhir/R4/Patient',
-            setupRequest: (r) => ({ ...r, body: JSON.stringify(makePatient(PATIENTS + n++)) }),
-          },
-        ],
-      }),
-    );
-  console.log(`${label}: peak RSS ${server.peakRssMb()} MB`);
+    tests.set('create Patient', {
+      url: base,
+      headers: { ...auth, 'content-type': 'application/fhir+json' },
+      requests: [
+        {
+          method: 'POST',
+          path: '/fhir/R4/Patient',
+          setupRequest: (r) => ({ ...r, body: JSON.stringify(makePatient(PATIENTS + n++)) }),
+        },
+      ],
+    });
+  return { label, server, tests };
+}
+
+/**
+ * Runs every test on every target in turn, RUNS rounds (target after target for each test, so that the machine's
+ * other load falls on all of them alike), and reports medians with the ratio to the same target's healthcheck.
+ */
+async function measureAll(targets: Loaded[]): Promise<Row[]> {
+  const results = new Map<string, Result[]>();
+  for (let round = 0; round < RUNS; round++) {
+    for (const test of (targets[0] as Loaded).tests.keys()) {
+      for (const t of targets) {
+        const opts = t.tests.get(test) as Options;
+        const r = await autocannon({ ...opts, connections: CONNECTIONS, duration: DURATION });
+        const key = `${t.label}\u0000${test}`;
+        results.set(key, [...(results.get(key) ?? []), r]);
+      }
+    }
+  }
+  const rows: Row[] = [];
+  for (const t of targets) {
+    const health = summary(results.get(`${t.label}\u0000healthcheck`) ?? []);
+    for (const test of t.tests.keys()) {
+      const s = summary(results.get(`${t.label}\u0000${test}`) ?? []);
+      rows.push({ target: t.label, test, ...s, 'x health': (s['req/s'] / health['req/s']).toFixed(2) });
+    }
+  }
+  return rows;
 }
 
 async function main(): Promise<void> {
@@ -164,25 +183,32 @@ async function main(): Promise<void> {
   const extra = JSON.parse(process.env.HOT_CONFIG ?? '{}') as Record<string, unknown>;
   const stdout = fs.openSync(process.env.HOT_LOG_FILE ?? '/dev/null', 'a');
   const prof = process.env.HOT_CPU_PROF;
-  const rows: Row[] = [];
+  const started: Loaded[] = [];
+  let rows: Row[] = [];
   try {
     for (const [i, t] of TARGETS.entries()) {
       const env: Record<string, string> =
         ENGINE === 'pglite'
           ? { DATA_DIR: path.join(work, `data-${i}`) }
           : { DATABASE_URL: await freshDatabase(`cinder_hot_${i}`), DATA_DIR: path.join(work, `files-${i}`) };
-      const server = await startServer(env, work, extra, {
-        main: t.main,
-        stdout,
-        ...(prof ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${prof}`] } : {}),
-      });
-      try {
-        await benchTarget(t.label, server, rows);
-      } finally {
-        await server.stop();
-      }
+      const own = JSON.parse(process.env[`HOT_CONFIG_${t.label}`] ?? '{}') as Record<string, unknown>;
+      const server = await startServer(
+        env,
+        work,
+        { ...extra, ...own },
+        {
+          main: t.main,
+          stdout,
+          ...(prof ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${prof}`] } : {}),
+        },
+      );
+      started.push({ label: t.label, server, tests: new Map() });
+      started[started.length - 1] = await prepare(t.label, server);
     }
+    rows = await measureAll(started);
+    for (const t of started) console.log(`${t.label}: peak RSS ${t.server.peakRssMb()} MB`);
   } finally {
+    for (const t of started) await t.server.stop();
     fs.closeSync(stdout);
     fs.rmSync(work, { recursive: true, force: true });
   }
