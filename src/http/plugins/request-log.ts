@@ -4,7 +4,8 @@
 // The current request is tracked with AsyncLocalStorage, re-entered after body parsing (whose stream events run
 // in the socket's context), as @fastify/request-context does.
 // Each request is logged once, when its answer is sent (config `requestLog`): method, path (without the query string:
-// search parameters can hold names and identifiers, OAuth ones codes and states), status, response time, client IP.
+// search parameters can hold names and identifiers, OAuth ones codes and states), status, response time, client IP;
+// at logLevel debug also when it arrives ('request received').
 import { AsyncLocalStorage, AsyncResource } from 'node:async_hooks';
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
 
@@ -49,8 +50,12 @@ export function registerRequestLog(app: FastifyInstance, mode: RequestLogMode = 
       done();
     });
   }
+  // At debug level a request is also logged when it arrives, so that one that never completes can be seen.
+  const arrivals = mode !== 'none';
   const scopes = new WeakMap<FastifyRequest, AsyncResource>();
   app.addHook('onRequest', (request, _reply, done) => {
+    if (arrivals && (request.log.level === 'debug' || request.log.level === 'trace'))
+      request.log.debug({ method: request.method, url: pathOf(request.url) }, 'request received');
     current.run(request.log, () => {
       const scope = new AsyncResource('cinder-request');
       scopes.set(request, scope);
