@@ -14,17 +14,28 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
+export interface StartOptions {
+  /** The built entry point to run (default `dist/main.js` of this checkout), e.g. another checkout's build. */
+  main?: string;
+  /** Where the server's stdout (its log lines) goes: inherited (default), or a file descriptor (e.g. /dev/null). */
+  stdout?: 'inherit' | number;
+  /** Extra arguments for node before the script (e.g. `--cpu-prof`). */
+  nodeArgs?: string[];
+}
+
 export async function startServer(
   env: Record<string, string>,
   workDir: string,
   extraConfig: Record<string, unknown> = {},
+  opts: StartOptions = {},
 ): Promise<RunningServer> {
   const port = await freePort();
   const configFile = path.join(workDir, 'cinder.json');
   fs.writeFileSync(configFile, JSON.stringify({ admin: ADMIN, logLevel: 'warn', ...extraConfig }));
-  const child = spawn(process.execPath, [path.resolve('dist/main.js')], {
+  const main = path.resolve(opts.main ?? 'dist/main.js');
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), main], {
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', CINDER_CONFIG: configFile },
-    stdio: ['ignore', 'inherit', 'inherit'],
+    stdio: ['ignore', opts.stdout ?? 'inherit', 'inherit'],
   });
   const base = `http://127.0.0.1:${port}/`;
   for (let i = 0; ; i++) {

@@ -1,6 +1,6 @@
 // buildApp(deps): registers plugins and routes and returns the Fastify instance; it never listens.
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { AuthDeps } from './auth/deps.js';
 import type { KeyRing } from './auth/keys.js';
 import type { Config } from './config/config.js';
@@ -72,6 +72,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     clientErrorHandler,
     trustProxy: config.trustProxy,
     genReqId: () => randomUUID(),
+    // Fastify's own two lines per request are replaced by one at completion (request-log.ts, config requestLog).
+    logController: new LogController({ disableRequestLogging: true }),
     requestIdHeader: false,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 },
     return503OnClosing: true,
@@ -83,7 +85,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const fhirBase = `${config.baseUrl}fhir/R4`;
   // Modules below HTTP log through this: inside a request, their lines carry its reqId.
   const log = deps.logger ? contextLogger(deps.logger) : undefined;
-  registerRequestLog(app);
+  registerRequestLog(app, config.requestLog);
   const statistics = createStatisticsKeeper(db, log ? { log } : {});
   const auth: AuthDeps = {
     db,

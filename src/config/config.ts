@@ -143,6 +143,8 @@ export const configSchema = z
     /** PostgreSQL statement_timeout of request queries in milliseconds (0: none); beyond it the request answers 503. */
     statementTimeout: z.coerce.number().int().min(0).max(600_000).default(25_000),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    /** One `request completed` line (info) per request: for every request, only for 4xx/5xx answers, or none. */
+    requestLog: z.enum(['all', 'errors', 'none']).default('all'),
   })
   .strict();
 
@@ -164,6 +166,7 @@ const ENV_KEYS: Record<string, string> = {
   DATABASE_URL: 'databaseUrl',
   REDIS_URL: 'redisUrl',
   LOG_LEVEL: 'logLevel',
+  REQUEST_LOG: 'requestLog',
   JOB_CONCURRENCY: 'jobConcurrency',
   TRUST_PROXY: 'trustProxy',
   JOB_LEASE_SECONDS: 'jobLeaseSeconds',

@@ -261,7 +261,7 @@ describe('logs', () => {
       const id = res.headers['x-request-id'];
       expect(id).toMatch(/^[0-9a-f-]{36}$/);
       expect(lines.map((l) => l.msg)).toEqual(
-        expect.arrayContaining(['incoming request', 'External identity provider userinfo unreachable']),
+        expect.arrayContaining(['request completed', 'External identity provider userinfo unreachable']),
       );
       for (const line of lines) expect(line.reqId, JSON.stringify(line)).toBe(id);
 
@@ -272,12 +272,56 @@ describe('logs', () => {
         name: [{ family: 'Logged' }],
       });
       expect(ok.statusCode).toBe(201);
-      expect(lines.length).toBeGreaterThanOrEqual(2);
+      expect(lines.map((l) => l.msg)).toContain('request completed');
       for (const line of lines) expect(line.reqId).toBe(ok.headers['x-request-id']);
     } finally {
       await t.close();
       await idp.close();
     }
+  });
+});
+
+describe('request log (config requestLog)', () => {
+  const requests = async (mode: 'all' | 'errors' | 'none') => {
+    const { logger, lines } = capturedLogger();
+    const t = await start({ requestLog: mode }, { logger });
+    try {
+      lines.length = 0;
+      const ok = await t.app.inject({
+        method: 'GET',
+        url: '/fhir/R4/Patient?name=Secret-Name&_count=1',
+        headers: { authorization: `Bearer ${t.adminToken}` },
+      });
+      expect(ok.statusCode).toBe(200);
+      const missing = await t.app.inject({
+        method: 'GET',
+        url: '/fhir/R4/Patient/nope',
+        headers: { authorization: `Bearer ${t.adminToken}` },
+      });
+      expect(missing.statusCode).toBe(404);
+      const done = lines.filter((l) => l.msg === 'request completed');
+      return { done, lines, ids: [ok.headers['x-request-id'], missing.headers['x-request-id']] };
+    } finally {
+      await t.close();
+    }
+  };
+
+  it('all: one line per request, at completion, with its id, method, path (no query string) and status', async () => {
+    const { done, lines, ids } = await requests('all');
+    expect(lines.some((l) => l.msg === 'incoming request')).toBe(false);
+    expect(done).toHaveLength(2);
+    expect(done.map((l) => [l.reqId, l.method, l.url, l.statusCode])).toEqual([
+      [ids[0], 'GET', '/fhir/R4/Patient', 200],
+      [ids[1], 'GET', '/fhir/R4/Patient/nope', 404],
+    ]);
+    for (const l of done) expect(typeof l.responseTime).toBe('number');
+    expect(JSON.stringify(lines)).not.toContain('Secret-Name');
+  });
+
+  it('errors: only answers of 400 and above; none: no request lines', async () => {
+    const errors = await requests('errors');
+    expect(errors.done.map((l) => [l.reqId, l.statusCode])).toEqual([[errors.ids[1], 404]]);
+    expect((await requests('none')).done).toEqual([]);
   });
 });
 

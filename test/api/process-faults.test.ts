@@ -76,7 +76,8 @@ async function until(cond: () => Promise<boolean>, timeoutMs: number, what: stri
 
 describe('SIGKILL during a transaction on the embedded database', () => {
   it('leaves none of the transaction visible when the database is opened again, and keeps what was committed', async () => {
-    const { dataDir, configFile } = prepare({ logLevel: 'info' });
+    // logLevel debug: requests are logged when they arrive ('request received'), not only when they complete.
+    const { dataDir, configFile } = prepare({ logLevel: 'debug' });
     const port = await freePort();
     const server = startServer({ CINDER_CONFIG: configFile, DATA_DIR: dataDir, PORT: String(port) });
     try {
@@ -86,7 +87,8 @@ describe('SIGKILL during a transaction on the embedded database', () => {
 
       const pending = post(port, token, transaction(5000, 'killed')).catch((err: Error) => err);
       // The second POST of a Bundle has arrived: its body is parsed in milliseconds, writing it takes seconds.
-      const arrivals = () => server.output().match(/"method":"POST","url":"\/fhir\/R4"/g)?.length ?? 0;
+      const arrivals = () =>
+        server.output().match(/"method":"POST","url":"\/fhir\/R4","msg":"request received"/g)?.length ?? 0;
       await until(async () => arrivals() >= 2, 10_000, 'the Bundle to arrive');
       await new Promise((r) => setTimeout(r, 400));
       server.child.kill('SIGKILL');

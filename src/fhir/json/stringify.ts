@@ -2,8 +2,25 @@
 // unchanged. A value with no recorded text (nearly every resource) is written by JSON.stringify itself.
 import { hasRawNumbers, rawNumberText } from './raw-numbers.js';
 
+/** Texts of objects serialised by stringifyOnce, reused by later stringifyJson calls on the same object. */
+const texts = new WeakMap<object, string>();
+
+/**
+ * stringifyJson of an object that will not change any more (a version just written), remembered so that serialising
+ * the same object again (its answer) costs a lookup. Callers must not mutate the object afterwards.
+ */
+export function stringifyOnce(value: object): string {
+  const text = stringifyJson(value);
+  texts.set(value, text);
+  return text;
+}
+
 /** JSON.stringify (no replacer, no indentation) that keeps recorded number texts. */
 export function stringifyJson(value: unknown): string {
+  if (typeof value === 'object' && value !== null) {
+    const known = texts.get(value);
+    if (known !== undefined) return known;
+  }
   if (!hasRawNumbers(value)) return JSON.stringify(value);
   return write({ '': value }, '', value) as string;
 }

@@ -1,6 +1,6 @@
 // SQL of the resource tables: rows in, rows out. Index rows are written beside each version by the search module.
 import type { Queryable } from '../../storage/db.js';
-import { stringifyJson } from '../json/stringify.js';
+import { stringifyJson, stringifyOnce } from '../json/stringify.js';
 import type { Resource } from '../types.js';
 import { indexCtes, replaceIndexCtes } from '../search/index-writer.js';
 
@@ -59,15 +59,20 @@ export interface NewVersion {
  */
 export async function insertResources(tx: Queryable, items: readonly NewVersion[]): Promise<void> {
   if (items.length === 0) return;
-  const rows = items.map((it) => ({
-    resource_type: it.resource.resourceType,
-    id: it.resource.id,
-    project_id: it.projectId,
-    version_id: it.versionId,
-    last_updated: it.lastUpdated.toISOString(),
-    content: it.resource,
-  }));
-  const params: unknown[] = [stringifyJson(rows)];
+  // Each resource is serialised once, here: the row around it is small, and the answer (stringifyJson of the same
+  // object, reply.ts or a Bundle entry) reuses the text.
+  const rows = items.map((it) => {
+    const text = stringifyOnce(it.resource);
+    const head = JSON.stringify({
+      resource_type: it.resource.resourceType,
+      id: it.resource.id,
+      project_id: it.projectId,
+      version_id: it.versionId,
+      last_updated: it.lastUpdated.toISOString(),
+    });
+    return `${head.slice(0, -1)},"content":${text}}`;
+  });
+  const params: unknown[] = [`[${rows.join(',')}]`];
   const index = indexCtes(items, params, 'ins');
   await tx.query(
     `WITH ins AS (
