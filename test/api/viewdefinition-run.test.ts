@@ -253,6 +253,13 @@ describe.each(testDatabases())('viewdefinition-run on $name', (database) => {
       ),
       params({ name: 'viewResource', resource: patientView() }, { name: '_format', valueCode: 'xml' }),
       params({ name: 'viewResource', resource: { resourceType: 'Patient' } }),
+      params(
+        { name: 'viewResource', resource: patientView() },
+        ...Array.from({ length: 1001 }, (_, n) => ({
+          name: 'patient',
+          valueReference: { reference: `Patient/p${n}` },
+        })),
+      ),
       params({ name: 'viewResource', resource: patientView() }, { name: '_limit', valueInteger: 0 }),
       params(
         { name: 'viewResource', resource: patientView() },

@@ -11,6 +11,7 @@ import { assertRead, searchScope } from '../access.js';
 import { executeSearch } from '../search/execute.js';
 import { parseSearchRequest } from '../search/parse.js';
 import type { AsyncRequest } from './async-start.js';
+import { MAX_PATIENT_PARAMS } from './export-params.js';
 
 export type Json = Record<string, unknown>;
 
@@ -90,17 +91,11 @@ export async function resolveView(db: Queryable, ctx: RepoContext, params: reado
   }
   const text = referenceText(refs[0]?.value);
   if (!text) throw bad('viewReference must be a Reference or the canonical URL of a view', 'view-reference');
-  assertRead(ctx.actor, 'ViewDefinition');
-  const notFound = (): FhirError =>
-    new FhirError('not-found', `ViewDefinition not found: ${text.slice(0, 200)}`, 'views.not-found');
   // `ViewDefinition/<id>`, relative or under this server's base.
   const relative = text.startsWith(`${ctx.fhirBase}/`) ? text.slice(ctx.fhirBase.length + 1) : text;
   const local = /^ViewDefinition\/([A-Za-z0-9\-.]{1,64})$/.exec(relative);
-  if (local) {
-    const row = await readVisibleRow(db, ctx, 'ViewDefinition', local[1] as string);
-    if (!row || row.deleted) throw notFound();
-    return parseJson(row.json) as Json;
-  }
+  if (local) return readStoredView(db, ctx, local[1] as string);
+  assertRead(ctx.actor, 'ViewDefinition', 'search');
   // A canonical URL: the caller's view with that url (the latest written, when several).
   const scope = searchScope(ctx.actor, ctx.author, 'ViewDefinition', ctx.scope);
   const found = await executeSearch(
@@ -109,8 +104,19 @@ export async function resolveView(db: Queryable, ctx: RepoContext, params: reado
     scope,
   );
   const match = found.matches[0];
-  if (!match) throw notFound();
+  if (!match) throw viewNotFound(text);
   return parseJson(match.json) as Json;
+}
+
+const viewNotFound = (what: string): FhirError =>
+  new FhirError('not-found', `ViewDefinition not found: ${what.slice(0, 200)}`, 'views.not-found');
+
+/** A stored view by id, read with the caller's access (404 when missing, deleted or another project's). */
+export async function readStoredView(db: Queryable, ctx: RepoContext, id: string): Promise<Json> {
+  assertRead(ctx.actor, 'ViewDefinition');
+  const row = await readVisibleRow(db, ctx, 'ViewDefinition', id);
+  if (!row || row.deleted) throw viewNotFound(`ViewDefinition/${id}`);
+  return parseJson(row.json) as Json;
 }
 
 export type ViewFormat = 'json' | 'ndjson' | 'csv' | 'parquet';
@@ -131,21 +137,24 @@ const FORMATS: Record<string, ViewFormat> = {
 };
 
 /** `_format` (a name or a MIME type), else what `accept` asks for, else `dflt`; `allowed` narrows it. */
-export function viewFormat(
+export function viewFormat<F extends ViewFormat>(
   value: unknown,
   accept: string | undefined,
-  allowed: readonly ViewFormat[],
-  dflt: ViewFormat,
-): ViewFormat {
+  allowed: readonly F[],
+  dflt: F,
+): F {
+  const known = (text: string): F | undefined => {
+    const f = FORMATS[text.split(';')[0]?.trim().toLowerCase() ?? ''];
+    return f !== undefined && (allowed as readonly ViewFormat[]).includes(f) ? (f as F) : undefined;
+  };
   if (value !== undefined) {
-    const f = FORMATS[String(value).split(';')[0]?.trim().toLowerCase() ?? ''];
-    if (!f || !allowed.includes(f))
-      throw bad(`Unsupported _format: ${String(value).slice(0, 64)} (${allowed.join(', ')})`, 'format');
+    const f = known(String(value));
+    if (!f) throw bad(`Unsupported _format: ${String(value).slice(0, 64)} (${allowed.join(', ')})`, 'format');
     return f;
   }
   for (const part of (accept ?? '').split(',')) {
-    const f = FORMATS[part.split(';')[0]?.trim().toLowerCase() ?? ''];
-    if (f && allowed.includes(f)) return f;
+    const f = known(part);
+    if (f) return f;
   }
   return dflt;
 }
@@ -178,6 +187,8 @@ export function compartmentParams(params: readonly Param[]): { patients: string[
       return m[1] as string;
     };
   const patients = [...new Set(named(params, 'patient').map(id('patient', 'Patient')))];
+  if (patients.length > MAX_PATIENT_PARAMS)
+    throw bad(`Too many patient parameters: at most ${MAX_PATIENT_PARAMS}`, 'patient-count');
   const groups = named(params, 'group').map(id('group', 'Group'));
   if (groups.length > 1) throw bad('At most one group may be given', 'group');
   return { patients, ...(groups[0] ? { group: groups[0] } : {}) };

@@ -14,14 +14,17 @@ import { groupPatients } from './export.js';
 /** What selects the stored data: the export's parameters for one type. */
 export type ViewData = Pick<ExportParams, 'level' | 'since' | 'projectId' | 'patients'>;
 
-/** The data selection of a call: `patient` ids (each must be visible), a `group`'s current members, `_since`. */
+/**
+ * The data selection of a call over stored `types` (each must be searchable by the caller): `patient` ids (each must
+ * be visible), a `group`'s current members, `_since`.
+ */
 export async function viewData(
   db: Queryable,
   ctx: RepoContext,
-  type: string,
+  types: readonly string[],
   sel: { patients: string[]; group?: string; since?: unknown },
 ): Promise<ViewData> {
-  assertRead(ctx.actor, type, 'search');
+  for (const type of new Set(types)) assertRead(ctx.actor, type, 'search');
   const now = ctx.clock();
   let patients: string[] | undefined;
   if (sel.group !== undefined) {
@@ -44,6 +47,18 @@ export async function viewData(
   };
 }
 
+/** One page of stored resources of `type` after rid `after`, in rid order: at most `size`. */
+export async function storedPage(
+  db: Queryable,
+  data: ViewData,
+  type: string,
+  after: number,
+  size: number,
+): Promise<{ rid: number | string; json: string }[]> {
+  const q = pageQuery({ ...data, types: [type] }, type, after, size, undefined);
+  return (await db.query<{ rid: number | string; json: string }>(q.text, q.values)).rows;
+}
+
 /** Pages of stored resources (JSON texts) of `type`, after rid `after`; each page at most `size` resources. */
 export async function* storedPages(
   db: Queryable,
@@ -53,8 +68,7 @@ export async function* storedPages(
   after = 0,
 ): AsyncGenerator<{ jsons: string[]; last: number }> {
   for (;;) {
-    const q = pageQuery({ ...data, types: [type] }, type, after, size, undefined);
-    const rows = (await db.query<{ rid: number | string; json: string }>(q.text, q.values)).rows;
+    const rows = await storedPage(db, data, type, after, size);
     if (rows.length === 0) return;
     after = Number(rows[rows.length - 1]?.rid);
     yield { jsons: rows.map((r) => r.json), last: after };

@@ -47,14 +47,13 @@ export async function startViewExport(env: OperationEnv, i: OperationInput): Pro
     views.push({ name, type: String(view.resource), view });
   }
   const selection = { ...compartmentParams(params), since: single(params, '_since') };
-  let data: ViewExportParams['data'] | undefined;
-  for (const v of views) data = await viewData(env.db, i.ctx, v.type, selection);
-  const job: ViewExportParams = {
-    views,
-    format: format as ViewExportParams['format'],
-    header,
-    data: data as ViewExportParams['data'],
-  };
+  const data = await viewData(
+    env.db,
+    i.ctx,
+    views.map((v) => v.type),
+    selection,
+  );
+  const job: ViewExportParams = { views, format, header, data };
   return startJob(env.db, env.signals, i.ctx, 'view-export', { ...job }, i.request.url, {
     kinds: EXPORT_KINDS,
     max: env.maxActiveExportsPerUser,

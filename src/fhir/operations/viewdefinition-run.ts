@@ -4,7 +4,6 @@
 // FHIRPath worker pool under its deadline, like `$csv`; rows are all computed before the answer is sent.
 import { stringifyJson } from '../json/stringify.js';
 import type { RepoContext } from '../repository/context.js';
-import { readVisibleRow } from '../repository/read.js';
 import { FhirError } from '../outcome.js';
 import { RawText, type FhirResult } from '../result.js';
 import { rowsToCsv, rowsToJson, rowsToNdjson, type Row } from '../views/index.js';
@@ -14,6 +13,7 @@ import {
   compartmentParams,
   limitParam,
   named,
+  readStoredView,
   resolveView,
   single,
   viewFormat,
@@ -32,14 +32,6 @@ const CONTENT_TYPES = {
   ndjson: 'application/x-ndjson; charset=utf-8',
   csv: 'text/csv; charset=utf-8',
 } as const;
-
-/** The view of an instance-level call (`ViewDefinition/<id>/$viewdefinition-run`). */
-async function storedView(env: OperationEnv, ctx: RepoContext, id: string): Promise<Json> {
-  const row = await readVisibleRow(env.db, ctx, 'ViewDefinition', id);
-  if (!row || row.deleted)
-    throw new FhirError('not-found', `Not found: ViewDefinition/${id}`, 'views.not-found');
-  return JSON.parse(row.json) as Json;
-}
 
 /** Collects rows from batches of resource texts until more than `limit` are found. */
 async function collect(
@@ -67,7 +59,7 @@ async function* storedBatches(
   type: string,
   params: ReturnType<typeof viewParams>,
 ): AsyncIterable<string[]> {
-  const data = await viewData(env.db, ctx, type, {
+  const data = await viewData(env.db, ctx, [type], {
     ...compartmentParams(params),
     since: single(params, '_since'),
   });
@@ -76,15 +68,10 @@ async function* storedBatches(
 
 export async function runView(env: OperationEnv, i: OperationInput): Promise<FhirResult> {
   const params = viewParams(i.request);
-  const format = viewFormat(
-    single(params, '_format'),
-    i.request.accept,
-    ['json', 'ndjson', 'csv'],
-    'ndjson',
-  ) as 'json' | 'ndjson' | 'csv';
+  const format = viewFormat(single(params, '_format'), i.request.accept, ['json', 'ndjson', 'csv'], 'ndjson');
   const header = booleanParam(single(params, 'header'), 'header', true);
   const limit = limitParam(single(params, '_limit'), VIEW_RUN_MAX_ROWS);
-  const view = i.id ? await storedView(env, i.ctx, i.id) : await resolveView(env.db, i.ctx, params);
+  const view = i.id ? await readStoredView(env.db, i.ctx, i.id) : await resolveView(env.db, i.ctx, params);
   const inline = named(params, 'resource').map((p) => {
     if (!p.resource)
       throw new FhirError('invalid', 'A resource parameter must hold a resource', 'views.resource');

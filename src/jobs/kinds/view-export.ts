@@ -7,11 +7,10 @@ import { createFhirpathPool, type FhirpathPool } from '../../fhir/csv/fhirpath-p
 import { csvHeader, csvRow, ndjsonLine, type Row, type ViewColumnInfo } from '../../fhir/views/index.js';
 import { rowsToParquet } from '../../fhir/views/parquet.js';
 import type { Resource } from '../../fhir/types.js';
-import type { ViewData } from '../../fhir/operations/view-source.js';
+import { storedPage, type ViewData } from '../../fhir/operations/view-source.js';
 import type { JobKind, JobEnv, StepResult } from '../kind.js';
 import type { JobRow } from '../queue.js';
 import { exportDirKey, exportFileKey } from './export.js';
-import { pageQuery } from './export-query.js';
 
 export type ViewExportFormat = 'ndjson' | 'csv' | 'parquet';
 
@@ -115,13 +114,14 @@ export function viewExportKind(opts: ViewExportKindOptions = {}): JobKind<ViewEx
       const p = paramsOf(job);
       const s: ViewExportState = { ...prev, files: prev.files.map((f) => ({ ...f })) };
       const until = Date.now() + stepMs;
+      const columnsOf = new Map<number, ViewColumnInfo[]>();
       for (let pages = 0; s.vi < p.views.length && pages < pagesPerStep && Date.now() < until; pages++) {
         const v = p.views[s.vi] as ViewExportParams['views'][number];
-        const columns = await fhirpath().checkView(v.view);
+        let columns = columnsOf.get(s.vi);
+        if (!columns) columnsOf.set(s.vi, (columns = await fhirpath().checkView(v.view)));
         let f = s.files[s.vi];
         if (!f) s.files.push((f = { name: v.name, type: v.type, size: 0, count: 0 }));
-        const q = pageQuery({ ...p.data, types: [v.type] }, v.type, s.after, pageSize, undefined);
-        const found = (await env.db.query<{ rid: number | string; json: string }>(q.text, q.values)).rows;
+        const found = await storedPage(env.db, p.data, v.type, s.after, pageSize);
         const rows =
           found.length > 0
             ? await fhirpath().viewRows(
