@@ -165,6 +165,13 @@ describe.each(testDatabases())('deeper search on $name', (database) => {
     });
     expect(res.statusCode).toBe(201);
     expect(await found(`Patient?_has:Observation:patient:code=999-9`)).toEqual([]);
+    // The referring type must be readable: a member may search Users but not read Logins.
+    const member = (await ctx.t.newProject()).memberToken;
+    for (const q of ['User?_has:Login:user:_id=x', 'ProjectMembership?user:User._has:Login:user:_id=x']) {
+      const res = await ctx.t.request({ method: 'GET', url: `${ctx.t.fhir}/${q}`, token: member });
+      expect(res.statusCode, q).toBe(403);
+      expect(res.json().resourceType).toBe('OperationOutcome');
+    }
     // Malformed forms are 400 with an OperationOutcome.
     for (const q of ['_has:Observation:code:code=x', '_has:Nope:patient:code=x', '_has:Observation=x']) {
       const bad = await ctx.t.request({ method: 'GET', url: `${ctx.t.fhir}/Patient?${q}`, token: ctx.token });

@@ -270,7 +270,7 @@ function filterCondition(
     ];
     return `${a}.id IN (SELECT ${x}.target_id FROM sp_reference ${x} JOIN resources ${s} ON ${s}.rid = ${x}.rid WHERE ${conds.join(' AND ')})`;
   }
-  if (f.type === 'composite' && f.missing === undefined) {
+  if (f.type === 'composite') {
     const alts = f.values.flatMap((v) =>
       v.kind === 'composite' ? [compositeCondition(resourceType, v, b)] : [],
     );
@@ -375,8 +375,8 @@ function orderBy(keys: Keys, names: string[], rid: string): string {
  * The sort keys read backwards (a `previous` page): ASC NULLS LAST reversed is DESC NULLS FIRST and the other way
  * round, which is each key's `descending` flipped; rid then descends.
  */
-function reversedKeys(keys: KeyExpr[]): KeyExpr[] & { reversed?: boolean } {
-  const out: KeyExpr[] & { reversed?: boolean } = keys.map((k) => ({ ...k, descending: !k.descending }));
+function reversedKeys(keys: KeyExpr[]): Keys {
+  const out: Keys = keys.map((k) => ({ ...k, descending: !k.descending }));
   out.reversed = true;
   return out;
 }
@@ -423,7 +423,7 @@ export function contentJson(
   bind: (v: unknown) => string,
 ): string {
   if (!omit || omit.length === 0) return `${alias}.content::text`;
-  // content is json (migration 010): json_each keeps each value's text as stored, so decimals keep their form.
+  // content is json (migration 011): json_each keeps each value's text as stored, so decimals keep their form.
   return (
     `coalesce((SELECT json_object_agg(e.key, e.value ORDER BY e.n) FROM json_each(${alias}.content) WITH ORDINALITY ` +
     `AS e(key, value, n) WHERE e.key <> ALL(${bind(omit)}::text[]))::text, '{}')`
@@ -481,9 +481,11 @@ export function countSql(req: SearchRequest, scope: AccessScope): SqlQuery {
 /** Cap on resources one `_include`/`_revinclude` adds to a page. */
 export const INCLUDE_LIMIT = 1000;
 
-/** `_include`: the targets of the given matches' references (same project unless scope is global). */
+/**
+ * `_include`: the targets of the given matches' references (same project unless scope is global), with their rids so
+ * that an iterated _include can start from them.
+ */
 export function includeSql(spec: IncludeSpec, rids: readonly number[], scope: AccessScope): SqlQuery {
-  // `SELECT rid` as well, so that an iterated _include can start from these rows.
   const b = new Builder();
   const conds = [`x.rid = ANY(${b.p(rids, 'bigint[]')})`, `x.resource_type = ${b.p(spec.sourceType)}`];
   if (spec.code !== '*') conds.push(`x.code = ${b.p(spec.code)}`);
