@@ -6,7 +6,8 @@ import { outcome } from '../fhir/outcome.js';
 import { notModified } from '../fhir/not-modified.js';
 import type { FhirResult } from '../fhir/result.js';
 
-function header(req: FastifyRequest, name: string): string | undefined {
+/** A request header's value (Node joins repeated headers; an array, set-cookie only, is joined the same way). */
+export function header(req: FastifyRequest, name: string): string | undefined {
   const v = req.headers[name];
   return Array.isArray(v) ? v.join(',') : v;
 }

@@ -10,7 +10,7 @@ import { updateResource } from '../../fhir/repository/update.js';
 import type { FhirResult } from '../../fhir/result.js';
 import type { Resource } from '../../fhir/types.js';
 import type { Db } from '../../storage/db.js';
-import { preferReturn } from '../header-semantics.js';
+import { preferReturn, header } from '../header-semantics.js';
 
 export interface BinaryRouteDeps {
   db: Db;
@@ -37,11 +37,6 @@ export function wantsFhirBinary(req: FastifyRequest): boolean {
   return accept
     .split(',')
     .some((range) => FHIR_JSON_TYPES.has((range.split(';')[0] ?? '').trim().toLowerCase()));
-}
-
-function header(req: FastifyRequest, name: string): string | undefined {
-  const v = req.headers[name];
-  return Array.isArray(v) ? v[0] : v;
 }
 
 /** `X-Security-Context: Type/id` as Binary.securityContext (the header Medplum and HAPI clients send). */

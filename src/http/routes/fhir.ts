@@ -24,7 +24,7 @@ import type { Db } from '../../storage/db.js';
 import type { FileStore } from '../../storage/files.js';
 import { repoContext } from '../plugins/auth.js';
 import type { FormBody } from '../plugins/content-types.js';
-import { conditionalRead, preferReturn } from '../header-semantics.js';
+import { conditionalRead, preferReturn, header } from '../header-semantics.js';
 import { sendResult } from '../reply.js';
 import { binaryRoutes, wantsFhirBinary } from './binary.js';
 
@@ -49,11 +49,6 @@ type P<T> = { Params: T; Querystring: Query };
 function assertType(type: string): void {
   if (!isResourceType(type))
     throw new FhirError('not-found', `Unknown resource type: ${type.slice(0, 64)}`, 'rest.unknown-type');
-}
-
-function header(req: FastifyRequest, name: string): string | undefined {
-  const v = req.headers[name];
-  return Array.isArray(v) ? v[0] : v;
 }
 
 /** The request's URL as an absolute URL under the FHIR base (for self/next links). */
