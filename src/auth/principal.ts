@@ -1,9 +1,10 @@
 // Who is calling: the login behind a token, its membership and project. The single place that turns a
 // verified token into the Actor that fhir/access.ts decides on.
-import type { Actor, ResourceScope } from '../fhir/access.js';
+import { patientReach, type Actor, type ResourceScope } from '../fhir/access.js';
 import type { AccessScope } from '../fhir/types.js';
 import type { Queryable } from '../storage/db.js';
 import { loginHolds, usableMembership } from './login-rules.js';
+import { patientContext } from './smart-user-scopes.js';
 
 export interface Principal {
   loginId: string;
@@ -23,16 +24,20 @@ export interface Principal {
 }
 
 export function actorOf(p: Principal): Actor {
+  const patient = p.scopes?.some((s) => s.patient) ? patientContext(p.profile) : undefined;
   return {
     projectId: p.projectId,
     projectAdmin: p.projectAdmin,
     superAdmin: p.superAdmin,
     ...(p.scopes ? { scopes: p.scopes } : {}),
+    ...(patient !== undefined ? { patient } : {}),
   };
 }
 
-export function scopeOf(p: Principal): AccessScope {
-  return { projectId: p.superAdmin ? null : p.projectId };
+/** What the principal may read: its project (all, for a super administrator), narrowed by `patient/` scopes. */
+export function scopeOf(p: Principal, actor: Actor = actorOf(p)): AccessScope {
+  const patient = patientReach(actor);
+  return { projectId: p.superAdmin ? null : p.projectId, ...(patient ? { patient } : {}) };
 }
 
 interface LoginRow {

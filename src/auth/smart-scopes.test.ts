@@ -63,8 +63,8 @@ describe('resourceScopesOf and access.ts', () => {
 
   it('limits user and patient scopes by type and interaction', () => {
     expect(resourceScopesOf('openid user/*.rs')).toEqual([{ type: '*', permissions: 'rs' }]);
-    expect(resourceScopesOf('patient/*.read')).toEqual([{ type: '*', permissions: 'rs' }]);
-    const actor = { ...member, scopes: resourceScopesOf('patient/Observation.rs') };
+    expect(resourceScopesOf('patient/*.read')).toEqual([{ type: '*', permissions: 'rs', patient: true }]);
+    const actor = { ...member, patient: 'p1', scopes: resourceScopesOf('patient/Observation.rs') };
     expect(canRead(actor, 'Observation')).toBe(true);
     expect(canRead(actor, 'Practitioner')).toBe(false);
     expect(canWrite({ ...member, scopes: resourceScopesOf('user/*.rs') }, 'Patient', 'create')).toBe(false);

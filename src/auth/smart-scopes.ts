@@ -132,9 +132,8 @@ const parsedClaims = new LRUCache<string, { scopes: readonly ResourceScope[] | n
 
 /**
  * The resource scopes a token's `scope` claim limits it to, or undefined when it names none (today's `openid`,
- * `offline_access` … tokens stay unlimited). `user/` and `patient/` scopes limit by type and interaction like
- * `system/` ones (a patient's compartment is not applied: patient scopes are granted only to Patient users, whose
- * membership already bounds what they reach; smart-user-scopes.ts). A claim with resource-like scopes that are not supported keeps only
+ * `offline_access` … tokens stay unlimited). `user/` scopes limit by type and interaction like `system/` ones;
+ * `patient/` scopes also reach only the compartment of the patient in context (fhir/access.ts scopeReach). A claim with resource-like scopes that are not supported keeps only
  * the supported ones — possibly none, which permits nothing — so an unknown form never widens a token.
  */
 export function resourceScopesOf(claim: unknown): readonly ResourceScope[] | undefined {
@@ -145,7 +144,11 @@ export function resourceScopesOf(claim: unknown): readonly ResourceScope[] | und
     const scopes = texts
       .map(parseResourceScope)
       .filter((s) => s !== undefined)
-      .map((s) => ({ type: s.type, permissions: s.permissions }));
+      .map((s) => ({
+        type: s.type,
+        permissions: s.permissions,
+        ...(s.context === 'patient' ? { patient: true } : {}),
+      }));
     entry = { scopes: texts.length === 0 ? null : scopes };
     parsedClaims.set(claim, entry);
   }

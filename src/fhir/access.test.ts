@@ -1,6 +1,6 @@
 // Binary securityContext rule of the access module: role × scopes × referenced type (HTTP cases: test/api/binary-access).
 import { describe, expect, it } from 'vitest';
-import { assertSecurityContextRead, type Actor } from './access.js';
+import { assertSecurityContextRead, patientReach, scopeReach, type Actor } from './access.js';
 import { FhirError } from './outcome.js';
 
 const member: Actor = { projectId: 'p', projectAdmin: false, superAdmin: false };
@@ -26,5 +26,52 @@ describe('assertSecurityContextRead', () => {
     const run = (): void => assertSecurityContextRead(actor, context);
     if (allowed) expect(run).not.toThrow();
     else expect(run).toThrow(FhirError);
+  });
+});
+
+describe('scopeReach and patientReach', () => {
+  const patientOnly: Actor = {
+    ...member,
+    patient: 'me',
+    scopes: [{ type: '*', permissions: 'rs', patient: true }],
+  };
+  it.each([
+    [member, 'Observation', 'r', 'all'],
+    [patientOnly, 'Observation', 'r', 'patient'],
+    [patientOnly, 'Patient', 's', 'patient'],
+    [patientOnly, 'Observation', 'c', 'none'],
+    // Never in a Patient compartment: a patient/ scope reaches none of it.
+    [patientOnly, 'Practitioner', 'r', 'none'],
+    [patientOnly, 'Medication', 's', 'none'],
+    // Without a patient in context, patient/ scopes permit nothing.
+    [{ ...patientOnly, patient: undefined }, 'Observation', 'r', 'none'],
+    // A user/ scope of the same type reads it whole.
+    [
+      { ...patientOnly, scopes: [...(patientOnly.scopes ?? []), { type: 'Observation', permissions: 'r' }] },
+      'Observation',
+      'r',
+      'all',
+    ],
+  ] as const)('%j %s.%s → %s', (actor, type, letter, reach) => {
+    expect(scopeReach(actor, type, letter)).toBe(reach);
+  });
+
+  it('narrows reads to the patient, except the types user/ scopes read whole', () => {
+    expect(patientReach(member)).toBeUndefined();
+    expect(patientReach(patientOnly)).toEqual({ id: 'me', unlimited: [] });
+    const mixed: Actor = {
+      ...patientOnly,
+      scopes: [
+        ...(patientOnly.scopes ?? []),
+        { type: 'Practitioner', permissions: 'rs' },
+        { type: 'Group', permissions: 'c' },
+      ],
+    };
+    expect(patientReach(mixed)).toEqual({ id: 'me', unlimited: ['Practitioner'] });
+    const wide: Actor = {
+      ...patientOnly,
+      scopes: [...(patientOnly.scopes ?? []), { type: '*', permissions: 's' }],
+    };
+    expect(patientReach(wide)).toBeUndefined();
   });
 });

@@ -1,5 +1,6 @@
 // The one place that decides who may do what (API.md §3). Every path that reads or writes resources —
 // REST interactions, batch/transaction entries, operations — asks here.
+import { inPatientCompartment } from './definitions/patient-compartment.js';
 import { FhirError } from './outcome.js';
 import type { AccessScope } from './types.js';
 
@@ -13,6 +14,11 @@ export interface Actor {
    * limited only by the rules below (every token issued before scopes existed, password logins, external tokens).
    */
   scopes?: readonly ResourceScope[];
+  /**
+   * The patient in context (the id of the user's Patient profile): `patient/` scopes reach only resources in this
+   * Patient's compartment. Without it, `patient/` scopes permit nothing.
+   */
+  patient?: string;
 }
 
 /**
@@ -23,6 +29,8 @@ export interface Actor {
 export interface ResourceScope {
   type: string;
   permissions: string;
+  /** A `patient/` scope: it reaches only the patient-in-context's compartment (Actor.patient). */
+  patient?: boolean;
 }
 
 /** What each request needs of a scope: its SMART v2 letter. */
@@ -36,12 +44,47 @@ const LETTER: Record<ReadInteraction | WriteInteraction, string> = {
   search: 's',
 };
 
-/** Whether the actor's scopes (if any) permit one of `letters` on `resourceType`. Scopes narrow, never widen. */
+const grants = (s: ResourceScope, resourceType: string, letters: string): boolean =>
+  (s.type === '*' || s.type === resourceType) && [...letters].some((l) => s.permissions.includes(l));
+
+/**
+ * How far the actor's scopes let it apply one of `letters` to `resourceType`: `all` (no scopes, or a `system/` or
+ * `user/` scope grants it), `patient` (only `patient/` scopes do: the resources of the patient-in-context's
+ * compartment; types that are never in a Patient compartment get nothing), or `none`. Scopes narrow, never widen.
+ */
+export function scopeReach(actor: Actor, resourceType: string, letters: string): 'all' | 'patient' | 'none' {
+  if (!actor.scopes) return 'all';
+  if (actor.scopes.some((s) => !s.patient && grants(s, resourceType, letters))) return 'all';
+  const patient =
+    actor.patient !== undefined &&
+    inPatientCompartment(resourceType) &&
+    actor.scopes.some((s) => s.patient && grants(s, resourceType, letters));
+  return patient ? 'patient' : 'none';
+}
+
 function scopesPermit(actor: Actor, resourceType: string, letters: string): boolean {
-  if (!actor.scopes) return true;
-  return actor.scopes.some(
-    (s) => (s.type === '*' || s.type === resourceType) && [...letters].some((l) => s.permissions.includes(l)),
-  );
+  return scopeReach(actor, resourceType, letters) !== 'none';
+}
+
+/**
+ * The patient whose compartment bounds the rows the actor may read (AccessScope.patient): set when some type is
+ * readable through `patient/` scopes only. `unlimited` lists the types a `system/` or `user/` scope reads whole.
+ */
+export function patientReach(actor: Actor): AccessScope['patient'] {
+  const scopes = actor.scopes;
+  if (!scopes || actor.patient === undefined || !scopes.some((s) => s.patient)) return undefined;
+  const readers = scopes.filter((s) => !s.patient && /[rs]/.test(s.permissions));
+  if (readers.some((s) => s.type === '*')) return undefined;
+  return { id: actor.patient, unlimited: [...new Set(readers.map((s) => s.type))] };
+}
+
+/** The patient whose compartment bounds a write (`letter` c, u or d) of `resourceType`, when only it permits it. */
+export function patientWriteReach(
+  actor: Actor,
+  resourceType: string,
+  letter: WriteInteraction,
+): string | undefined {
+  return scopeReach(actor, resourceType, LETTER[letter]) === 'patient' ? actor.patient : undefined;
 }
 
 /** Resource types that only project admins (and super administrators) may create or change. */
@@ -142,8 +185,8 @@ function referencedType(reference: unknown): string | undefined {
  * A Binary's content is read under its securityContext (https://hl7.org/fhir/R4/binary.html#security): besides
  * reading Binary in its project, the caller needs read access (role and SMART scopes) to the type of the resource the
  * securityContext names, so a Binary attached to a ClientApplication is for project admins, and a token scoped to
- * `system/Binary.r` alone cannot read content attached to a Patient. Cinder's scopes are per type (no patient or
- * compartment scopes yet), so the type is what is checked.
+ * `system/Binary.r` alone cannot read content attached to a Patient. The type is what is checked (Binary is in no
+ * Patient compartment, so a token limited by `patient/` scopes reads no Binary at all).
  */
 export function assertSecurityContextRead(actor: Actor, securityContext: unknown): void {
   const type = referencedType(securityContext);
@@ -160,8 +203,23 @@ export function assertSecurityContextRead(actor: Actor, securityContext: unknown
  * super administrator actions ($reindex, $expunge, setting passwords) span every type.
  */
 export function hasSuperAdminPowers(actor: Actor): boolean {
-  const everything = actor.scopes?.some((s) => s.type === '*' && s.permissions === 'cruds') ?? true;
+  const everything =
+    actor.scopes?.some((s) => !s.patient && s.type === '*' && s.permissions === 'cruds') ?? true;
   return actor.superAdmin && everything;
+}
+
+/**
+ * Bulk work that reads stored data outside the search engine ($export, views over stored data) is refused to a
+ * token whose reads are bounded by a patient's compartment (AccessScope.patient): it would not be bounded there.
+ */
+export function assertWholeReach(scope: AccessScope, what: string): void {
+  if (scope.patient) {
+    throw new FhirError(
+      'forbidden',
+      `Forbidden: ${what} is not available to a token limited by patient/ scopes`,
+      'access.patient-scope-bulk',
+    );
+  }
 }
 
 export function assertSuperAdmin(actor: Actor, what: string): void {

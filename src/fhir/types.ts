@@ -32,4 +32,10 @@ export interface AccessScope {
    * external identity's fhirUser search may find, API.md §4).
    */
   memberProfiles?: boolean;
+  /**
+   * Only resources in this Patient's compartment (https://hl7.org/fhir/R4/compartmentdefinition-patient.html),
+   * except those of the `unlimited` types: a token whose reads come from `patient/` scopes (fhir/access.ts
+   * patientReach).
+   */
+  patient?: { id: string; unlimited: readonly string[] };
 }

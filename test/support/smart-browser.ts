@@ -75,3 +75,48 @@ export function optionsOf(res: LightMyRequestResponse): { id: string; label: str
     label: unescape(m[2] as string),
   }));
 }
+
+/**
+ * A whole standalone launch through app.inject: the authorize URL with PKCE, the sign-in form, the code exchange.
+ * Answers the token response (expects each step to succeed; a chooser page is not handled).
+ */
+export async function smartLaunch(
+  app: FastifyInstance,
+  o: { clientId: string; redirectUri: string; aud: string; email: string; password: string; scope: string },
+): Promise<Record<string, string>> {
+  const browser = new Browser(app);
+  const p = pkce();
+  const q = new URLSearchParams({
+    response_type: 'code',
+    client_id: o.clientId,
+    redirect_uri: o.redirectUri,
+    scope: o.scope,
+    state: 'launch-state',
+    aud: o.aud,
+    code_challenge: p.challenge,
+    code_challenge_method: 'S256',
+  });
+  const page = await browser.get(`/oauth2/authorize?${q.toString()}`);
+  if (page.statusCode !== 200) throw new Error(`authorize: ${page.statusCode} ${page.body.slice(0, 400)}`);
+  const signedIn = await browser.post(actionOf(page), {
+    transaction: transactionOf(page),
+    email: o.email,
+    password: o.password,
+  });
+  const code = redirectParams(signedIn).get('code');
+  if (!code) throw new Error(`no code: ${signedIn.headers.location as string}`);
+  const token = await app.inject({
+    method: 'POST',
+    url: '/oauth2/token',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    payload: new URLSearchParams({
+      grant_type: 'authorization_code',
+      code,
+      code_verifier: p.verifier,
+      client_id: o.clientId,
+      redirect_uri: o.redirectUri,
+    }).toString(),
+  });
+  if (token.statusCode !== 200) throw new Error(`token: ${token.statusCode} ${token.body}`);
+  return token.json() as Record<string, string>;
+}

@@ -11,6 +11,7 @@ import { isResourceType } from '../definitions/index.js';
 import { FhirError } from '../outcome.js';
 import { readVisibleRow } from '../repository/read.js';
 import { RawJson, type FhirResult } from '../result.js';
+import { patientCondition } from '../search/patient-reach.js';
 import { contentJson } from '../search/sql.js';
 import type { OperationDefinition, OperationInput } from './operation.js';
 
@@ -70,6 +71,8 @@ async function everything(db: Queryable, i: OperationInput): Promise<FhirResult>
       `AND x.target_id = ${bind(id)} AND x.resource_type || ' ' || x.code = ANY(${bind(pairs)}::text[])))`,
   ];
   if (ctx.scope.projectId !== null) conds.push(`r.project_id = ${bind(ctx.scope.projectId)}`);
+  const reach = patientCondition(ctx.scope, 'r', bind);
+  if (reach) conds.push(reach);
   if (p.since) conds.push(`r.last_updated > ${bind(p.since)}::timestamptz`);
   const rows = (
     await db.query<{ rid: string; resource_type: string; id: string; json: string }>(

@@ -8,7 +8,7 @@
 import type { Db, Queryable } from '../../storage/db.js';
 import type { ExportParams } from '../../jobs/kinds/export.js';
 import { EXPORT_KINDS } from '../../jobs/queue.js';
-import { assertRead, canRead } from '../access.js';
+import { assertRead, assertWholeReach, canRead } from '../access.js';
 import type { FhirpathPool } from '../csv/fhirpath-pool.js';
 import { assertCsvType, csvTable, fieldsParam } from '../csv/table.js';
 import { isResourceType, resourceTypes } from '../definitions/index.js';
@@ -181,6 +181,7 @@ export async function startExport(
   level: Level,
   req: AsyncRequest,
 ): Promise<FhirResult> {
+  assertWholeReach(ctx.scope, 'Bulk export');
   assertRespondAsync(req.prefer);
   assertAccept(req.accept);
   const notes = new KickOffNotes(handling(req.prefer));

@@ -4,7 +4,7 @@
 import type { Queryable } from '../../storage/db.js';
 import type { ExportParams } from '../../jobs/kinds/export.js';
 import { pageQuery } from '../../jobs/kinds/export-query.js';
-import { assertRead } from '../access.js';
+import { assertRead, assertWholeReach } from '../access.js';
 import { FhirError } from '../outcome.js';
 import type { RepoContext } from '../repository/context.js';
 import { readVisibleRow } from '../repository/read.js';
@@ -24,6 +24,7 @@ export async function viewData(
   types: readonly string[],
   sel: { patients: string[]; group?: string; since?: unknown },
 ): Promise<ViewData> {
+  assertWholeReach(ctx.scope, 'Running a view over stored data');
   for (const type of new Set(types)) assertRead(ctx.actor, type, 'search');
   const now = ctx.clock();
   let patients: string[] | undefined;

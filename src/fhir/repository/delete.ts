@@ -4,6 +4,7 @@ import { assertWrite } from '../access.js';
 import { FhirError, outcome } from '../outcome.js';
 import type { FhirResult } from '../result.js';
 import type { RepoContext } from './context.js';
+import { assertWriteReach } from './reach.js';
 import { readVisibleRow } from './read.js';
 import { writeVersion } from './store.js';
 
@@ -22,6 +23,7 @@ export async function deleteInTx(
       body: outcome('information', 'informational', `${resourceType}/${id} was already deleted`),
     };
   }
+  await assertWriteReach(tx, ctx, row, 'delete');
   const versionId = row.version_id + 1;
   await writeVersion(tx, row.rid, resourceType, id, {
     resource: null,

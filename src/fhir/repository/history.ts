@@ -5,6 +5,7 @@ import { resourceTypes } from '../definitions/index.js';
 import { bundleToJson, type BundleEntryText } from '../bundle.js';
 import { FhirError } from '../outcome.js';
 import { RawJson, type FhirResult } from '../result.js';
+import { patientCondition } from '../search/patient-reach.js';
 import type { RepoContext } from './context.js';
 import { readVisibleRow } from './read.js';
 
@@ -106,6 +107,9 @@ export async function history(
     args.push(since);
     where.push(`last_updated > $${args.length}`);
   }
+  // A token narrowed by patient/ scopes sees the history of the resources in its patient's compartment now.
+  const reach = patientCondition(ctx.scope, 'r', (v) => `$${args.push(v)}`, resourceType);
+  if (reach) where.push(`rid IN (SELECT r.rid FROM resources r WHERE ${reach})`);
   const totalRow = await db.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM resource_history WHERE ${where.join(' AND ')}`,
     args,

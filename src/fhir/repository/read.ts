@@ -5,6 +5,7 @@ import { FhirError } from '../outcome.js';
 import { RawJson, type FhirResult } from '../result.js';
 import { binaryBytes, binaryJson } from './binary-content.js';
 import { visible, type RepoContext } from './context.js';
+import { inReach } from './reach.js';
 import { selectCurrent, selectVersion, type StoredRow } from './store.js';
 
 const notFound = (type: string, id: string): FhirError =>
@@ -19,7 +20,7 @@ export async function readVisibleRow(
   forUpdate = false,
 ): Promise<StoredRow | undefined> {
   const row = await selectCurrent(db, resourceType, id, forUpdate);
-  return row && visible(ctx, row.project_id) ? row : undefined;
+  return row && visible(ctx, row.project_id) && (await inReach(db, ctx.scope.patient, row)) ? row : undefined;
 }
 
 /** The current version the caller may read, or the read's 403, 404 or 410. */
@@ -52,7 +53,8 @@ export async function readVersionRow(
   const v = Number(versionId);
   if (!Number.isInteger(v) || v < 1) throw notFound(resourceType, `${id}/_history/${versionId}`);
   const row = await selectVersion(db, resourceType, id, v);
-  if (!row || !visible(ctx, row.project_id)) throw notFound(resourceType, `${id}/_history/${versionId}`);
+  if (!row || !visible(ctx, row.project_id) || !(await inReach(db, ctx.scope.patient, row)))
+    throw notFound(resourceType, `${id}/_history/${versionId}`);
   if (row.deleted || row.json === null) {
     throw new FhirError('deleted', `Deleted: ${resourceType}/${id}/_history/${versionId}`, 'rest.vread.gone');
   }

@@ -9,6 +9,7 @@ import { commitCreates, createdResult } from './create.js';
 import { storeBinaryContent } from './binary-content.js';
 import { assertId, prepareWrite } from './prepare.js';
 import { storeSecrets } from './secrets.js';
+import { assertWriteReach, inReach } from './reach.js';
 import { selectCurrent, writeVersion, type StoredRow } from './store.js';
 import { checkWriteRules } from './write-rules.js';
 
@@ -45,9 +46,11 @@ export async function writeNextVersion(
   input: Resource,
 ): Promise<FhirResult> {
   const prepared = prepareWrite(ctx, input, row.id, row.version_id + 1, ctx.clock(), row.project_id);
+  await assertWriteReach(tx, ctx, row, 'update');
   await checkWriteRules(tx, ctx, [prepared]);
   await storeBinaryContent(ctx, [prepared]);
   await writeVersion(tx, row.rid, row.resource_type, row.id, prepared);
+  await assertWriteReach(tx, ctx, row, 'update');
   if (prepared.secrets.length) await storeSecrets(tx, row.resource_type, row.id, prepared.secrets);
   return { ...createdResult(prepared), status: 200 };
 }
@@ -75,7 +78,7 @@ export async function updateInTx(
     );
   }
   const locked = await selectCurrent(tx, resourceType, id, true);
-  if (locked && !visible(ctx, locked.project_id)) {
+  if (locked && (!visible(ctx, locked.project_id) || !(await inReach(tx, ctx.scope.patient, locked)))) {
     // The id belongs to another project: answer as if it did not exist, and create nothing.
     throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'rest.update.not-found');
   }

@@ -2,6 +2,7 @@
 // Matching rules: https://hl7.org/fhir/R4/search.html (string prefix, token forms, date ranges and prefixes, ...).
 import type { AccessScope } from '../types.js';
 import { normaliseString } from './normalise.js';
+import { patientCondition } from './patient-reach.js';
 import type { FilterValue, IncludeSpec, Prefix, SearchFilter, SearchRequest, SortKey } from './request.js';
 
 export interface SqlQuery {
@@ -249,6 +250,7 @@ function filterCondition(
       `${x}.code = ${b.p(f.code)}`,
       `NOT ${t}.deleted`,
       ...(scope.projectId !== null ? [`${t}.project_id = ${b.p(scope.projectId)}`] : []),
+      ...optional(patientCondition(scope, t, (v) => b.p(v), targetType)),
       filterCondition(targetType, filter, t, b, scope),
     ];
     return (
@@ -266,6 +268,7 @@ function filterCondition(
       `${x}.target_type = ${b.p(resourceType)}`,
       `NOT ${s}.deleted`,
       ...(scope.projectId !== null ? [`${s}.project_id = ${b.p(scope.projectId)}`] : []),
+      ...optional(patientCondition(scope, s, (v) => b.p(v), sourceType)),
       filterCondition(sourceType, filter, s, b, scope),
     ];
     return `${a}.id IN (SELECT ${x}.target_id FROM sp_reference ${x} JOIN resources ${s} ON ${s}.rid = ${x}.rid WHERE ${conds.join(' AND ')})`;
@@ -302,6 +305,8 @@ function whereClause(req: SearchRequest, scope: AccessScope, b: Builder): string
     );
   }
   if (req.compartment) conds.push(compartmentCondition(req.compartment, b));
+  const reach = patientCondition(scope, 'r', (v) => b.p(v), req.resourceType);
+  if (reach) conds.push(reach);
   for (const f of req.filters) conds.push(filterCondition(req.resourceType, f, 'r', b, scope));
   return conds.join(' AND ');
 }
@@ -481,6 +486,17 @@ export function countSql(req: SearchRequest, scope: AccessScope): SqlQuery {
 /** Cap on resources one `_include`/`_revinclude` adds to a page. */
 export const INCLUDE_LIMIT = 1000;
 
+const optional = (cond: string | undefined): string[] => (cond ? [cond] : []);
+
+/** ` AND …` of the scope's project and patient on rows of alias `a` of any type (included resources). */
+function scopeConditions(scope: AccessScope, a: string, b: Builder): string {
+  const conds = [
+    ...(scope.projectId !== null ? [`${a}.project_id = ${b.p(scope.projectId)}`] : []),
+    ...optional(patientCondition(scope, a, (v) => b.p(v))),
+  ];
+  return conds.map((c) => ` AND ${c}`).join('');
+}
+
 /**
  * `_include`: the targets of the given matches' references (same project unless scope is global), with their rids so
  * that an iterated _include can start from them.
@@ -490,7 +506,7 @@ export function includeSql(spec: IncludeSpec, rids: readonly number[], scope: Ac
   const conds = [`x.rid = ANY(${b.p(rids, 'bigint[]')})`, `x.resource_type = ${b.p(spec.sourceType)}`];
   if (spec.code !== '*') conds.push(`x.code = ${b.p(spec.code)}`);
   if (spec.targetType) conds.push(`x.target_type = ${b.p(spec.targetType)}`);
-  const scopeCond = scope.projectId !== null ? ` AND t.project_id = ${b.p(scope.projectId)}` : '';
+  const scopeCond = scopeConditions(scope, 't', b);
   return {
     text:
       `SELECT t.rid, t.resource_type, t.id, t.content::text AS json FROM resources t ` +
@@ -511,7 +527,7 @@ export function revincludeSql(spec: IncludeSpec, refs: readonly string[], scope:
   const conds = [...(anyType ? [] : [`x.resource_type = ${src}`]), `x.ref = ANY(${b.p(refs, 'text[]')})`];
   if (spec.code !== '*') conds.push(`x.code = ${b.p(spec.code)}`);
   const typeCond = anyType ? '' : ` AND s.resource_type = ${src}`;
-  const scopeCond = scope.projectId !== null ? ` AND s.project_id = ${b.p(scope.projectId)}` : '';
+  const scopeCond = scopeConditions(scope, 's', b);
   return {
     text:
       `SELECT s.rid, s.resource_type, s.id, s.content::text AS json FROM resources s ` +

@@ -35,5 +35,6 @@ export function repoContext(
   env: Pick<RepoContext, 'clock' | 'newId' | 'fhirBase' | 'allowedOutboundHosts' | 'binaries'>,
 ): RepoContext {
   const p = principalOf(request);
-  return { actor: actorOf(p), scope: scopeOf(p), author: p.profile, ...env };
+  const actor = actorOf(p);
+  return { actor, scope: scopeOf(p, actor), author: p.profile, ...env };
 }
