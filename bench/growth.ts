@@ -1,0 +1,305 @@
+// Cost as data grows (issue 16 point 3): one PostgreSQL-backed server, Patients (and Synthea-like Observations) loaded
+// through the FHIR API in steps, and after each step the same reads, searches and create measured with autocannon
+// (10 connections, GROWTH_RUNS × GROWTH_DURATION s, medians), each with its ratio to /healthcheck in the same step.
+// The last table compares every figure with the first size: indexed work should stay flat.
+//
+//   npm run build && npx tsx bench/growth.ts
+//
+// Environment (all optional):
+//   GROWTH_SIZES         Patient counts to measure at (default 10000,100000,1000000)
+//   GROWTH_OBS           Observations per Patient (default 50)
+//   GROWTH_OBS_PATIENTS  only the first N Patients get Observations (default 100000: 5 million Observations; more
+//                        takes hours to load on a small machine), so the Observation table stops growing there
+//   GROWTH_DATABASE_URL  admin connection (default postgres://postgres@127.0.0.1:5432/postgres); the bench makes and
+//                        drops its own database `cinder_growth`
+//   GROWTH_RUNS, GROWTH_DURATION  rounds and seconds per measurement (default 3 × 5)
+//   GROWTH_ANALYZE       1 (default): ANALYZE after each load step, as autovacuum would soon after; 0 leaves it
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import autocannon from 'autocannon';
+import pg from 'pg';
+import { families, makePatient } from './patients.js';
+import { login, startServer } from './server.js';
+
+const SIZES = (process.env.GROWTH_SIZES ?? '10000,100000,1000000').split(',').map(Number);
+const OBS = Number(process.env.GROWTH_OBS ?? 50);
+const OBS_PATIENTS = Number(process.env.GROWTH_OBS_PATIENTS ?? 100_000);
+const ADMIN_URL = process.env.GROWTH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const RUNS = Number(process.env.GROWTH_RUNS ?? 3);
+const DURATION = Number(process.env.GROWTH_DURATION ?? 5);
+const ANALYZE = process.env.GROWTH_ANALYZE !== '0';
+const CONNECTIONS = 10;
+const BATCH = 500;
+const LOADERS = 4;
+
+/** Synthea's most frequent vital-sign and lab codes: a realistic spread for `code=` searches. */
+const CODES = [
+  ['8302-2', 'Body Height', 'cm', 170],
+  ['29463-7', 'Body Weight', 'kg', 75],
+  ['39156-5', 'Body mass index', 'kg/m2', 25],
+  ['8867-4', 'Heart rate', '/min', 70],
+  ['9279-1', 'Respiratory rate', '/min', 15],
+  ['8310-5', 'Body temperature', 'Cel', 37],
+  ['2339-0', 'Glucose', 'mg/dL', 90],
+  ['2093-3', 'Cholesterol', 'mg/dL', 190],
+  ['2571-8', 'Triglycerides', 'mg/dL', 130],
+  ['18262-6', 'LDL Cholesterol', 'mg/dL', 100],
+  ['2085-9', 'HDL Cholesterol', 'mg/dL', 55],
+  ['4548-4', 'Hemoglobin A1c', '%', 5.6],
+  ['6299-2', 'Urea nitrogen', 'mg/dL', 14],
+  ['38483-4', 'Creatinine', 'mg/dL', 1],
+  ['2947-0', 'Sodium', 'mmol/L', 140],
+  ['6298-4', 'Potassium', 'mmol/L', 4.2],
+  ['2069-3', 'Chloride', 'mmol/L', 103],
+  ['20565-8', 'Carbon dioxide', 'mmol/L', 25],
+  ['49765-1', 'Calcium', 'mg/dL', 9.5],
+  ['72514-3', 'Pain severity', '{score}', 2],
+] as const;
+
+function makeObservation(patientId: string, i: number, k: number): Record<string, unknown> {
+  const [code, display, unit, base] = CODES[(i + k) % CODES.length] as (typeof CODES)[number];
+  const day = new Date(Date.UTC(2010, 0, 1) + ((i * 37 + k * 113) % 5000) * 86_400_000);
+  return {
+    resourceType: 'Observation',
+    status: 'final',
+    category: [
+      {
+        coding: [
+          {
+            system: 'http://terminology.hl7.org/CodeSystem/observation-category',
+            code: k % 2 ? 'laboratory' : 'vital-signs',
+          },
+        ],
+      },
+    ],
+    code: { coding: [{ system: 'http://loinc.org', code, display }], text: display },
+    subject: { reference: `Patient/${patientId}` },
+    effectiveDateTime: day.toISOString(),
+    issued: day.toISOString(),
+    valueQuantity: {
+      value: Math.round((base as number) * (0.8 + ((i * 13 + k) % 40) / 100) * 10) / 10,
+      unit,
+      system: 'http://unitsofmeasure.org',
+      code: unit,
+    },
+  };
+}
+
+async function inParallel(n: number, count: number, fn: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (next < count) await fn(next++);
+    }),
+  );
+}
+
+async function batch(base: string, token: string, resources: Record<string, unknown>[]): Promise<string[]> {
+  const entry = resources.map((resource) => ({
+    resource,
+    request: { method: 'POST', url: resource.resourceType as string },
+  }));
+  const res = await fetch(`${base}fhir/R4`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
+    body: JSON.stringify({ resourceType: 'Bundle', type: 'batch', entry }),
+  });
+  if (!res.ok) throw new Error(`batch failed ${res.status} ${(await res.text()).slice(0, 300)}`);
+  const body = (await res.json()) as { entry: { response: { status: string; location: string } }[] };
+  return body.entry.map((e) => {
+    if (!e.response.status.startsWith('201')) throw new Error(`entry failed: ${JSON.stringify(e.response)}`);
+    return e.response.location.split('/')[1] as string;
+  });
+}
+
+/** Loads Patients `from`..`to` (and their Observations, within GROWTH_OBS_PATIENTS), appending their ids. */
+async function load(base: string, token: string, ids: string[], from: number, to: number): Promise<number> {
+  const started = Date.now();
+  let observations = 0;
+  const chunks = Math.ceil((to - from) / BATCH);
+  await inParallel(LOADERS, chunks, async (c) => {
+    const first = from + c * BATCH;
+    const patients = Array.from({ length: Math.min(BATCH, to - first) }, (_, k) => makePatient(first + k));
+    const made = await batch(base, token, patients);
+    made.forEach((id, k) => (ids[first + k] = id));
+    const obs = made.flatMap((id, k) =>
+      first + k < OBS_PATIENTS
+        ? Array.from({ length: OBS }, (_, j) => makeObservation(id, first + k, j))
+        : [],
+    );
+    for (let i = 0; i < obs.length; i += BATCH) await batch(base, token, obs.slice(i, i + BATCH));
+    observations += obs.length;
+  });
+  const s = (Date.now() - started) / 1000;
+  console.log(
+    `loaded Patients ${from}..${to} and ${observations} Observations in ${s.toFixed(0)} s ` +
+      `(${Math.round((to - from + observations) / s)} resources/s)`,
+  );
+  return observations;
+}
+
+type Options = Parameters<typeof autocannon>[0];
+type Result = Awaited<ReturnType<typeof autocannon>>;
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+
+interface Row {
+  patients: number;
+  observations: number;
+  test: string;
+  'req/s': number;
+  'p50 ms': number;
+  'p99 ms': number;
+  'x health': string;
+  errors: number;
+}
+
+function tests(base: string, token: string, ids: string[], obsIds: string[]): Map<string, Options> {
+  const auth = { authorization: `Bearer ${token}` };
+  const fams = families();
+  let n = 0;
+  const pick = <T>(xs: readonly T[]): T => xs[(n++ * 7919) % xs.length] as T;
+  const get = (path: () => string): Options => ({
+    url: base,
+    headers: auth,
+    requests: [{ method: 'GET', setupRequest: (r) => ({ ...r, path: `/fhir/R4/${path()}` }) }],
+  });
+  const withObs = ids.slice(0, Math.min(ids.length, OBS_PATIENTS));
+  return new Map<string, Options>([
+    ['healthcheck', { url: `${base}healthcheck` }],
+    ['read Patient', get(() => `Patient/${pick(ids)}`)],
+    ['read Observation', get(() => `Observation/${pick(obsIds)}`)],
+    ['Patient?identifier=', get(() => `Patient?identifier=MRN-${100000 + ((n++ * 7919) % ids.length)}`)],
+    ['Patient?family=&_count=20', get(() => `Patient?family=${encodeURIComponent(pick(fams))}&_count=20`)],
+    ['Observation?subject=&_count=20', get(() => `Observation?subject=Patient/${pick(withObs)}&_count=20`)],
+    [
+      'Observation?subject=&code=',
+      get(() => `Observation?subject=Patient/${pick(withObs)}&code=http://loinc.org|${pick(CODES)[0]}`),
+    ],
+    [
+      'Observation?code=&_count=20',
+      get(() => `Observation?code=http://loinc.org|${pick(CODES)[0]}&_count=20`),
+    ],
+    [
+      'create Patient',
+      {
+        url: base,
+        headers: { ...auth, 'content-type': 'application/fhir+json' },
+        requests: [
+          {
+            method: 'POST',
+            path: '/fhir/R4/Patient',
+            setupRequest: (r) => ({ ...r, body: JSON.stringify(makePatient(10_000_000 + n++)) }),
+          },
+        ],
+      },
+    ],
+  ]);
+}
+
+async function measure(all: Map<string, Options>): Promise<Map<string, Result[]>> {
+  const out = new Map<string, Result[]>();
+  for (let round = 0; round < RUNS; round++) {
+    for (const [name, opts] of all) {
+      const r = await autocannon({ ...opts, connections: CONNECTIONS, duration: DURATION });
+      out.set(name, [...(out.get(name) ?? []), r]);
+    }
+  }
+  return out;
+}
+
+async function adminQuery(sql: string, db = 'postgres'): Promise<void> {
+  const u = new URL(ADMIN_URL);
+  u.pathname = `/${db}`;
+  const client = new pg.Client({ connectionString: u.toString() });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+async function main(): Promise<void> {
+  await adminQuery('DROP DATABASE IF EXISTS cinder_growth WITH (FORCE)');
+  await adminQuery('CREATE DATABASE cinder_growth');
+  const u = new URL(ADMIN_URL);
+  u.pathname = '/cinder_growth';
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-growth-'));
+  const stdout = fs.openSync('/dev/null', 'a');
+  const server = await startServer(
+    { DATABASE_URL: u.toString(), DATA_DIR: path.join(work, 'files') },
+    work,
+    { requestLog: 'errors' },
+    { stdout },
+  );
+  const rows: Row[] = [];
+  try {
+    const token = await login(server.base);
+    const ids: string[] = [];
+    let observations = 0;
+    let loaded = 0;
+    for (const size of SIZES) {
+      observations += await load(server.base, token, ids, loaded, size);
+      loaded = size;
+      if (ANALYZE) await adminQuery('ANALYZE', 'cinder_growth');
+      // Observation ids to read: those of a few Patients, found once through the API.
+      const obsIds: string[] = [];
+      for (const pid of ids.slice(0, 20)) {
+        const res = await fetch(
+          `${server.base}fhir/R4/Observation?subject=Patient/${pid}&_count=50&_elements=id`,
+          {
+            headers: { authorization: `Bearer ${token}` },
+          },
+        );
+        const b = (await res.json()) as { entry?: { resource: { id: string } }[] };
+        for (const e of b.entry ?? []) obsIds.push(e.resource.id);
+      }
+      const results = await measure(tests(server.base, token, ids, obsIds));
+      const health = median((results.get('healthcheck') ?? []).map((r) => r.requests.average));
+      for (const [test, runs] of results) {
+        const rps = median(runs.map((r) => r.requests.average));
+        rows.push({
+          patients: size,
+          observations,
+          test,
+          'req/s': Math.round(rps),
+          'p50 ms': median(runs.map((r) => r.latency.p50)),
+          'p99 ms': median(runs.map((r) => r.latency.p99)),
+          'x health': (rps / health).toFixed(2),
+          errors: runs.reduce((k, r) => k + r.non2xx + r.errors, 0),
+        });
+      }
+      console.table(rows.filter((r) => r.patients === size));
+    }
+    console.log(`server peak RSS ${server.peakRssMb()} MB`);
+  } finally {
+    await server.stop();
+    fs.closeSync(stdout);
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+  console.log(
+    `\ngrowth on PostgreSQL: ${CONNECTIONS} connections, medians of ${RUNS} × ${DURATION} s per size, ` +
+      `${os.cpus().length} CPUs, Node ${process.version}; ${OBS} Observations for each of the first ${OBS_PATIENTS} Patients`,
+  );
+  console.table(rows);
+  // Flatness: each test's p50 and req/s at every size against the first size.
+  const first = SIZES[0] as number;
+  const flat = rows
+    .filter((r) => r.patients !== first)
+    .map((r) => {
+      const base = rows.find((b) => b.patients === first && b.test === r.test) as Row;
+      return {
+        test: r.test,
+        patients: r.patients,
+        'req/s vs first': (r['req/s'] / base['req/s']).toFixed(2),
+        'p99 vs first': (r['p99 ms'] / Math.max(base['p99 ms'], 1)).toFixed(2),
+      };
+    });
+  console.table(flat);
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
