@@ -19,6 +19,8 @@ import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
+import { parseSearchRequest } from '../src/fhir/search/parse.js';
+import { searchSql } from '../src/fhir/search/sql.js';
 import { families, makePatient } from './patients.js';
 import { login, startServer } from './server.js';
 
@@ -208,6 +210,74 @@ async function measure(all: Map<string, Options>): Promise<Map<string, Result[]>
   return out;
 }
 
+/**
+ * The database's own time for each search form (EXPLAIN ANALYZE of the SQL the server runs, 15 values each, median
+ * execution and planning ms): the part of a search that grows with the data, apart from HTTP and the machine's load.
+ */
+async function dbTimes(url: string, ids: string[]): Promise<Record<string, string>> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const project = (
+      await client.query<{ project_id: string }>(
+        `SELECT project_id FROM resources WHERE resource_type = 'Patient' LIMIT 1`,
+      )
+    ).rows[0]?.project_id as string;
+    const withObs = ids.slice(0, Math.min(ids.length, OBS_PATIENTS));
+    const forms: [string, string, (k: number) => Record<string, string>][] = [
+      [
+        'Patient?identifier=',
+        'Patient',
+        (k) => ({ identifier: `MRN-${100000 + ((k * 7919) % ids.length)}` }),
+      ],
+      [
+        'Patient?family=&_count=20',
+        'Patient',
+        (k) => ({ family: families()[k % families().length] as string, _count: '20' }),
+      ],
+      [
+        'Observation?subject=&_count=20',
+        'Observation',
+        (k) => ({ subject: `Patient/${withObs[(k * 7919) % withObs.length] as string}`, _count: '20' }),
+      ],
+      [
+        'Observation?subject=&code=',
+        'Observation',
+        (k) => ({
+          subject: `Patient/${withObs[(k * 7919) % withObs.length] as string}`,
+          code: `http://loinc.org|${(CODES[k % CODES.length] as (typeof CODES)[number])[0]}`,
+        }),
+      ],
+      [
+        'Observation?code=&_count=20',
+        'Observation',
+        (k) => ({
+          code: `http://loinc.org|${(CODES[k % CODES.length] as (typeof CODES)[number])[0]}`,
+          _count: '20',
+        }),
+      ],
+    ];
+    const out: Record<string, string> = {};
+    for (const [name, type, query] of forms) {
+      const exec: number[] = [];
+      const plan: number[] = [];
+      for (let k = 0; k < 15; k++) {
+        const q = searchSql(parseSearchRequest(type, query(k)), { projectId: project });
+        const r = await client.query<{
+          'QUERY PLAN': { 'Execution Time': number; 'Planning Time': number }[];
+        }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${q.text}`, q.values as unknown[]);
+        const p = r.rows[0]?.['QUERY PLAN'][0];
+        exec.push(p?.['Execution Time'] ?? NaN);
+        plan.push(p?.['Planning Time'] ?? NaN);
+      }
+      out[name] = `${median(exec).toFixed(2)} ms (+${median(plan).toFixed(2)} planning)`;
+    }
+    return out;
+  } finally {
+    await client.end();
+  }
+}
+
 async function adminQuery(sql: string, db = 'postgres'): Promise<void> {
   const u = new URL(ADMIN_URL);
   u.pathname = `/${db}`;
@@ -234,6 +304,7 @@ async function main(): Promise<void> {
     { stdout },
   );
   const rows: Row[] = [];
+  const dbRows: Record<string, unknown>[] = [];
   try {
     const token = await login(server.base);
     const ids: string[] = [];
@@ -271,6 +342,9 @@ async function main(): Promise<void> {
         });
       }
       console.table(rows.filter((r) => r.patients === size));
+      const times = await dbTimes(u.toString(), ids);
+      dbRows.push({ patients: size, ...times });
+      console.table([times]);
     }
     console.log(`server peak RSS ${server.peakRssMb()} MB`);
   } finally {
@@ -283,6 +357,8 @@ async function main(): Promise<void> {
       `${os.cpus().length} CPUs, Node ${process.version}; ${OBS} Observations for each of the first ${OBS_PATIENTS} Patients`,
   );
   console.table(rows);
+  console.log('database execution time per search (EXPLAIN ANALYZE, median of 15 values)');
+  console.table(dbRows);
   // Flatness: each test's p50 and req/s at every size against the first size.
   const first = SIZES[0] as number;
   const flat = rows
