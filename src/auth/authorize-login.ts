@@ -107,7 +107,8 @@ export async function declineAuthorization(deps: AuthDeps, p: PendingAuthorizati
   return errorRedirect(p, 'access_denied', 'The user declined to sign in');
 }
 
-async function issueCode(
+/** The user is known and the membership chosen: a login, and a code for the app at its redirect URI. */
+export async function issueCode(
   deps: AuthDeps,
   p: PendingAuthorization,
   userId: string,

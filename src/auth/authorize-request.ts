@@ -224,12 +224,54 @@ export async function loadTransaction(
 ): Promise<PendingAuthorization | undefined> {
   if (!id || !browser) return undefined;
   const r = await db.query<PendingRow>(
-    `SELECT id_hash, client_id, client_name, redirect_uri, redirect_uri_sent, state, scope, code_challenge, nonce, user_id
-     FROM authorize_requests WHERE id_hash = $1 AND browser_hash = $2 AND used_at IS NULL AND expires_at > $3`,
+    `SELECT ${PENDING_COLUMNS} FROM authorize_requests
+     WHERE id_hash = $1 AND browser_hash = $2 AND used_at IS NULL AND expires_at > $3`,
     [sha256(id), sha256(browser), deps.clock()],
   );
   const row = r.rows[0];
-  if (!row) return undefined;
+  return row ? pendingOf(row) : undefined;
+}
+
+/**
+ * The pending request an identity provider's callback names by the `state` Cinder sent it (upstream-sign-in.ts), with
+ * the same conditions as loadTransaction: `browser(idHash)` answers the cookie this browser holds for that request.
+ * The upstream PKCE verifier comes with it.
+ */
+export async function loadUpstreamTransaction(
+  db: Queryable,
+  deps: Pick<AuthDeps, 'clock'>,
+  state: string | undefined,
+  browser: (idHash: string) => string | undefined,
+): Promise<(PendingAuthorization & { upstreamVerifier: string }) | undefined> {
+  if (!state) return undefined;
+  const r = await db.query<PendingRow & { browser_hash: string; upstream_verifier: string }>(
+    `SELECT ${PENDING_COLUMNS}, browser_hash, upstream_verifier FROM authorize_requests
+     WHERE upstream_state_hash = $1 AND used_at IS NULL AND expires_at > $2`,
+    [sha256(state), deps.clock()],
+  );
+  const row = r.rows[0];
+  const cookie = row ? browser(row.id_hash) : undefined;
+  if (!row || !cookie || sha256(cookie) !== row.browser_hash) return undefined;
+  return { ...pendingOf(row), upstreamVerifier: row.upstream_verifier };
+}
+
+/** Records the state and PKCE verifier of the request sent to the identity provider (a new one replaces it). */
+export async function setUpstream(
+  db: Queryable,
+  p: PendingAuthorization,
+  state: string,
+  verifier: string,
+): Promise<void> {
+  await db.query(
+    'UPDATE authorize_requests SET upstream_state_hash = $2, upstream_verifier = $3 WHERE id_hash = $1',
+    [p.idHash, sha256(state), verifier],
+  );
+}
+
+const PENDING_COLUMNS =
+  'id_hash, client_id, client_name, redirect_uri, redirect_uri_sent, state, scope, code_challenge, nonce, user_id';
+
+function pendingOf(row: PendingRow): PendingAuthorization {
   return {
     idHash: row.id_hash,
     clientId: row.client_id,

@@ -211,6 +211,9 @@ export interface OutboundResponse {
 }
 
 export interface OutboundRequest {
+  /** GET (default) or POST with `body` (e.g. a form to a token endpoint). */
+  method?: 'GET' | 'POST';
+  body?: string;
   headers?: Record<string, string>;
   /** Deadline of the whole request, connect to last byte (default 5000 ms). */
   timeoutMs?: number;
@@ -219,7 +222,16 @@ export interface OutboundRequest {
 }
 
 /** GET of a tenant's URL under the policy. Throws OutboundError; any HTTP status (3xx included) is a response. */
-export async function outboundGet(
+export function outboundGet(
+  text: string,
+  policy: OutboundPolicy,
+  req: OutboundRequest = {},
+): Promise<OutboundResponse> {
+  return outboundRequest(text, policy, { ...req, method: 'GET' });
+}
+
+/** A request (GET, or POST with a body) to a tenant's URL under the policy, as outboundGet. */
+export async function outboundRequest(
   text: string,
   policy: OutboundPolicy,
   req: OutboundRequest = {},
@@ -243,8 +255,11 @@ export async function outboundGet(
       } else resolve(res as OutboundResponse);
     };
     const r = request(url, {
-      method: 'GET',
-      headers: req.headers ?? {},
+      method: req.method ?? 'GET',
+      headers: {
+        ...(req.headers ?? {}),
+        ...(req.body !== undefined ? { 'content-length': String(Buffer.byteLength(req.body)) } : {}),
+      },
       // A fresh connection each time: a pooled socket would skip the check above.
       agent: false,
       // Connect to the vetted address, whatever DNS would answer now. (net may ask for all addresses.)
@@ -273,6 +288,6 @@ export async function outboundGet(
         finish(new OutboundError('unreachable', e.code ?? e.name)),
       );
     });
-    r.end();
+    r.end(req.body);
   });
 }

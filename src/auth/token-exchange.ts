@@ -31,7 +31,7 @@ export interface TokenExchangeOptions {
   resolve?: Resolver;
 }
 
-interface IdentityProvider {
+export interface IdentityProvider {
   userInfoUrl: string;
   useSubject: boolean;
 }
@@ -40,7 +40,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function identityProviderOf(client: Record<string, unknown>): IdentityProvider | undefined {
+export function identityProviderOf(client: Record<string, unknown>): IdentityProvider | undefined {
   const idp = client.identityProvider;
   if (!isRecord(idp) || typeof idp.userInfoUrl !== 'string') return undefined;
   try {
@@ -61,8 +61,8 @@ function jwtClaims(token: string): Record<string, unknown> | undefined {
   }
 }
 
-/** Why an exchange failed, for the log; the caller always gets EXCHANGE_FAILED. */
-class ExchangeFailure extends Error {
+/** Why an exchange (or an upstream sign-in) failed, for the log; the caller always gets one same answer. */
+export class ExchangeFailure extends Error {
   constructor(
     readonly reason: string,
     readonly detail: Record<string, unknown> = {},
@@ -105,7 +105,7 @@ async function callUserinfo(
   throw failed('userinfo answered no JSON object');
 }
 
-interface MembershipMatch {
+export interface MembershipMatch {
   id: string;
   profile: string | null;
   user_ref: string | null;
@@ -158,7 +158,7 @@ async function findMembership(
 }
 
 /** The ClientApplication's identity provider checks the subject token; the user is its project's matching member. */
-async function identify(
+export async function identify(
   deps: AuthDeps,
   project: string,
   idp: IdentityProvider,

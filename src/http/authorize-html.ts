@@ -34,6 +34,8 @@ export interface SignInPage {
   clientName: string;
   email?: string;
   error?: string;
+  /** The label of the application's identity provider, when it has one (a "Sign in with" button). */
+  provider?: string;
 }
 
 export function signInPage(p: SignInPage): string {
@@ -51,7 +53,15 @@ ${errorBlock(p.error)}
 <input id="password" name="password" type="password" autocomplete="current-password" required${described}>
 <button type="submit">Sign in</button>
 <button type="submit" name="cancel" value="1" formnovalidate>Cancel</button>
-</form>`,
+</form>${
+      p.provider
+        ? `
+<form method="post" action="${esc(p.action)}">
+<input type="hidden" name="transaction" value="${esc(p.transaction)}">
+<button type="submit" name="provider" value="1">Sign in with ${esc(p.provider)}</button>
+</form>`
+        : ''
+    }`,
   );
 }
 

@@ -14,6 +14,7 @@ import * as m010 from './migrations/010-composite-groups.js';
 import * as m011 from './migrations/011-exact-content.js';
 import * as m012 from './migrations/012-file-bytes.js';
 import * as m013 from './migrations/013-authorize-requests.js';
+import * as m014 from './migrations/014-upstream-sign-in.js';
 
 export interface Migration {
   version: number;
@@ -35,6 +36,7 @@ export const MIGRATIONS: readonly Migration[] = [
   m011,
   m012,
   m013,
+  m014,
 ];
 
 const LOCK_KEY = 72_410_001;

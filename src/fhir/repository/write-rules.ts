@@ -143,7 +143,11 @@ async function checkMembershipTargets(db: Queryable, items: readonly PreparedWri
 }
 
 /** The URLs of a ClientApplication that the server fetches (API.md §2), by the element path they are stored at. */
-const FETCHED_URLS: readonly (readonly string[])[] = [['identityProvider', 'userInfoUrl'], ['jwksUri']];
+const FETCHED_URLS: readonly (readonly string[])[] = [
+  ['identityProvider', 'userInfoUrl'],
+  ['identityProvider', 'tokenUrl'],
+  ['jwksUri'],
+];
 
 /**
  * API.md §2: a ClientApplication may not name a URL the server would fetch whose host is, or resolves to, a loopback,

@@ -18,6 +18,7 @@ import {
   type Query,
 } from '../../auth/authorize-request.js';
 import type { AuthDeps } from '../../auth/deps.js';
+import { finishUpstream, startUpstream, upstreamProvider } from '../../auth/upstream-sign-in.js';
 import { FhirError } from '../../fhir/outcome.js';
 import { sha256 } from '../../fhir/repository/secrets.js';
 import { chooserPage, errorPage, signInPage } from '../authorize-html.js';
@@ -30,10 +31,14 @@ const BROWSER = /^[A-Za-z0-9_-]{43}$/;
  * The cookie of one transaction: a name of its own (so that sign-ins in two tabs do not undo each other) and a fresh
  * value that was never anywhere but in this Set-Cookie (so a cookie planted beforehand binds nothing).
  */
-const cookieName = (transaction: string): string => `cinder_az_${sha256(transaction).slice(0, 16)}`;
+const cookieName = (transaction: string): string => cookieNameOfHash(sha256(transaction));
+const cookieNameOfHash = (idHash: string): string => `cinder_az_${idHash.slice(0, 16)}`;
 
 function cookieValue(request: FastifyRequest, transaction: string): string | undefined {
-  const name = cookieName(transaction);
+  return cookieNamed(request, cookieName(transaction));
+}
+
+function cookieNamed(request: FastifyRequest, name: string): string | undefined {
   for (const part of (request.headers.cookie ?? '').split(';')) {
     const [k, v] = part.trim().split('=', 2);
     if (k === name && v && BROWSER.test(v)) return v;
@@ -67,6 +72,8 @@ export function authorizeRoutes(
   opts: { baseUrl: string; loginGuard?: LoginGuard },
 ): void {
   const action = `${opts.baseUrl}oauth2/authorize`;
+  const callbackUrl = `${opts.baseUrl}oauth2/authorize/callback`;
+  const providerLabel = async (clientId: string) => (await upstreamProvider(deps, clientId))?.label;
   const fhirBase = `${opts.baseUrl}fhir/R4`;
   const secure = opts.baseUrl.startsWith('https:') ? '; Secure' : '';
   const cookiePath = `${new URL(opts.baseUrl).pathname}oauth2/authorize`;
@@ -95,7 +102,31 @@ export function authorizeRoutes(
       'set-cookie',
       `${cookieName(id)}=${browser}; Path=${cookiePath}; Max-Age=${AUTHORIZE_LIFETIME}; HttpOnly; SameSite=Lax${secure}`,
     );
-    return html(reply, 200, signInPage({ action, transaction: id, clientName: check.clientName }));
+    const provider = await providerLabel(check.request.clientId);
+    return html(
+      reply,
+      200,
+      signInPage({
+        action,
+        transaction: id,
+        clientName: check.clientName,
+        ...(provider ? { provider } : {}),
+      }),
+    );
+  });
+
+  // The identity provider sends the browser back here (upstream-sign-in.ts); the request's cookie path covers it.
+  app.get('/oauth2/authorize/callback', guarded, async (request, reply) => {
+    const q = request.query as Query;
+    const one = (k: string): string | undefined => (typeof q[k] === 'string' ? q[k] : undefined);
+    const step = await finishUpstream(
+      deps,
+      { state: one('state'), code: one('code'), error: one('error') },
+      (idHash) => cookieNamed(request, cookieNameOfHash(idHash)),
+      callbackUrl,
+      { log: request.log },
+    );
+    return answer(reply, '', step);
   });
 
   const passwordStep = async (
@@ -104,6 +135,7 @@ export function authorizeRoutes(
     pending: PendingAuthorization,
     form: { transaction: string; email: string; password: string },
   ): Promise<FastifyReply> => {
+    const provider = await providerLabel(pending.clientId);
     const again = (status: number, error: string) =>
       html(
         reply,
@@ -114,6 +146,7 @@ export function authorizeRoutes(
           clientName: pending.clientName,
           email: form.email,
           error,
+          ...(provider ? { provider } : {}),
         }),
       );
     // The lockout rules of POST /auth/login, counted against the same (address, email) pair.
@@ -146,9 +179,12 @@ export function authorizeRoutes(
     if (pending.userId !== undefined) {
       return answer(reply, transaction, await chooseMembership(deps, pending, text(body, 'membership')));
     }
+    if (text(body, 'provider') !== undefined)
+      return answer(reply, transaction, await startUpstream(deps, pending, callbackUrl));
     const email = (text(body, 'email') ?? '').slice(0, 320);
     const password = (text(body, 'password') ?? '').slice(0, 1024);
     if (email.trim() === '' || password === '') {
+      const provider = await providerLabel(pending.clientId);
       return html(
         reply,
         400,
@@ -158,6 +194,7 @@ export function authorizeRoutes(
           clientName: pending.clientName,
           email,
           error: 'Enter your email and password.',
+          ...(provider ? { provider } : {}),
         }),
       );
     }
