@@ -45,7 +45,8 @@ function smartConfiguration(b: string): Record<string, unknown> {
       'context-standalone-patient',
       'sso-openid-connect',
       'permission-offline',
-      // Not `permission-patient`: patient/ scopes limit by type and interaction, not to the patient's compartment.
+      // patient/ scopes reach only the patient in context's compartment (fhir/access.ts scopeReach).
+      'permission-patient',
       'permission-user',
       'permission-v1',
       'permission-v2',
