@@ -421,6 +421,7 @@ describe.each(testDatabases())('SMART authorize endpoint on $name', (database) =
         'context-standalone-patient',
         'sso-openid-connect',
         'permission-offline',
+        'permission-patient',
       ]),
     );
   });
