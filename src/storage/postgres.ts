@@ -95,7 +95,13 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
     // connections after 10 s instead of the operating system's default of two hours.
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
-    ...(opts.schema ? { options: `-c search_path=${opts.schema}` } : {}),
+    // Parallel query is off for Cinder's sessions: its statements are OLTP lookups and LIMITed index walks, where
+    // launching workers costs more than it saves (a `code=` first page over 5 million Observations took 45 ms with two
+    // workers, 2 ms without: bench/growth.ts), and on a small machine the workers take the cores other requests need.
+    options: [
+      ...(opts.schema ? [`-c search_path=${opts.schema}`] : []),
+      '-c max_parallel_workers_per_gather=0',
+    ].join(' '),
     ...(opts.statementTimeoutMs ? { statement_timeout: opts.statementTimeoutMs } : {}),
   });
   // An idle client that loses its server emits here; without a listener the process would crash.

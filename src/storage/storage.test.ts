@@ -68,6 +68,23 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(
         await admin.close();
       }
     });
+
+    it('runs its sessions without parallel query, with or without a schema', async () => {
+      const url = process.env.TEST_DATABASE_URL as string;
+      for (const db of [
+        await openPostgres(url, { max: 1 }),
+        await openPostgres(url, { max: 1, schema: 'public' }),
+      ]) {
+        try {
+          const r = await db.query<{ v: string }>('SELECT current_setting($1) AS v', [
+            'max_parallel_workers_per_gather',
+          ]);
+          expect(r.rows[0]?.v).toBe('0');
+        } finally {
+          await db.close();
+        }
+      }
+    });
   },
 );
 
