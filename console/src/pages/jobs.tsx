@@ -2,34 +2,10 @@
 // download, a bulk export kick-off, and Cancel ($cancel) with the server's answer shown as it is, 400 included.
 import { useEffect, useState } from 'preact/hooks';
 import type { PageProps } from '../app.js';
-import { entries, when, type Bundle, type Resource } from '../lib/fhir.js';
+import { entries, when, type Bundle } from '../lib/fhir.js';
+import { operationOf, outputFiles, type AsyncJob } from '../lib/jobs.js';
 import { outcomeMessages } from '../lib/outcome.js';
 import { ErrorBox, Notice, download, message } from '../ui.js';
-
-export interface AsyncJob extends Resource {
-  status?: string;
-  requestTime?: string;
-  transactionTime?: string;
-  request?: string;
-  output?: {
-    parameter?: { name: string; part?: { name: string; valueCode?: string; valueUri?: string }[] }[];
-  };
-}
-
-/** The files of a completed job's output: `{type, url}` per `output` (and `error`) parameter. */
-export function outputFiles(job: AsyncJob): { name: string; url: string }[] {
-  const files: { name: string; url: string }[] = [];
-  for (const p of job.output?.parameter ?? []) {
-    const url = p.part?.find((x) => x.name === 'url')?.valueUri;
-    if (url) files.push({ name: decodeURIComponent(url.split('/').pop() ?? p.name), url });
-  }
-  return files;
-}
-
-/** The operation a job runs, from its request URL: `$export`, `$reindex`, … */
-export function operationOf(request: string | undefined): string {
-  return /\$[A-Za-z-]+/.exec(request ?? '')?.[0] ?? '—';
-}
 
 export function JobsPage({ api }: PageProps) {
   const [jobs, setJobs] = useState<AsyncJob[]>([]);
