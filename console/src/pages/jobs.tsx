@@ -100,7 +100,7 @@ export function JobsPage({ api }: PageProps) {
                     <small class="wrap">{id}</small>
                   </td>
                   <td class={`status ${j.status ?? ''}`}>{j.status}</td>
-                  <td>{j.status === 'accepted' ? (progress[id] ?? '…') : '—'}</td>
+                  <td class="progress">{j.status === 'accepted' ? (progress[id] ?? '…') : '—'}</td>
                   <td>{when(j.requestTime)}</td>
                   <td>{j.status === 'accepted' ? '—' : when(j.transactionTime ?? j.meta?.lastUpdated)}</td>
                   <td>
