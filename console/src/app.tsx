@@ -26,6 +26,9 @@ export interface PageProps {
   projectId: string;
   route: string;
   navigate: (route: string) => void;
+  /** For a super administrator: every project, and a way to switch to one (e.g. a new one). */
+  projects: Resource[];
+  reloadProjects: (select?: string) => Promise<void>;
 }
 
 const NAV: { route: string; label: string }[] = [
@@ -58,6 +61,12 @@ export function App({ env }: { env: Env }) {
   const [busy, setBusy] = useState(true);
   const [projectId, setProjectId] = useState('');
   const [projects, setProjects] = useState<Resource[]>([]);
+
+  const reloadProjects = async (select?: string) => {
+    const list = await api.request<Bundle>('Project?_count=200&_sort=name');
+    setProjects(entries(list.body));
+    if (select) setProjectId(select);
+  };
 
   const navigate = (to: string) => {
     history.pushState(null, '', `${env.consoleBase}${to}`);
@@ -101,10 +110,7 @@ export function App({ env }: { env: Env }) {
       .then(async (r) => {
         setMe(r.body);
         setProjectId(r.body.project.id ?? '');
-        if (r.body.project.superAdmin) {
-          const list = await api.request<Bundle>('Project?_count=100&_sort=name');
-          setProjects(entries(list.body));
-        }
+        if (r.body.project.superAdmin) await reloadProjects();
       })
       .catch((err: unknown) => setError(message(err)))
       .finally(() => setBusy(false));
@@ -114,7 +120,7 @@ export function App({ env }: { env: Env }) {
   if (!signedIn || !me) return <SignIn env={env} route={route} {...(error ? { error } : {})} />;
 
   const section = route.split('/')[0] || 'people';
-  const props: PageProps = { api, me, projectId, route, navigate };
+  const props: PageProps = { api, me, projectId, route, navigate, projects, reloadProjects };
   const superAdmin = me.project.superAdmin === true;
   return (
     <>
@@ -147,14 +153,18 @@ export function App({ env }: { env: Env }) {
             {superAdmin ? ' (super admin)' : me.membership.admin ? ' (admin)' : ''}
           </span>
           {superAdmin && projects.length > 0 ? (
-            <label>
-              Project{' '}
-              <select value={projectId} onChange={(e) => setProjectId(e.currentTarget.value)}>
+            <>
+              <label for="project-select">Project</label>
+              <select
+                id="project-select"
+                value={projectId}
+                onChange={(e) => setProjectId(e.currentTarget.value)}
+              >
                 {projects.map((p) => (
                   <option value={p.id}>{displayName(p)}</option>
                 ))}
               </select>
-            </label>
+            </>
           ) : null}
           <button
             onClick={() =>

@@ -367,6 +367,69 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
       expect(consoleErrors.filter((e) => !/status of (400|404|409)/.test(e))).toEqual([]);
     });
 
+    it('lets a super administrator create a project, invite into it, set a password and create a resource', async () => {
+      await page.getByRole('button', { name: 'Sign out' }).click();
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.waitForURL(/\/oauth2\/authorize/);
+      await page.fill('#email', 'admin@example.com');
+      await page.fill('#password', 'admin-password-1');
+      await page.click('button[type=submit]:not([name=cancel])');
+      await page.getByText(/\(super admin\)/).waitFor({ timeout: 20_000 });
+      // Signing in again returns to the page where it started.
+      expect(new URL(page.url()).pathname).toMatch(/^\/console\/resources\/Patient\//);
+      await nav('People', 'People');
+      await page.getByLabel('Project name').fill('Second Clinic');
+      await page.getByRole('button', { name: 'Create project' }).click();
+      const select = page.getByLabel('Project', { exact: true });
+      await expect
+        .poll(() => select.evaluate((s) => (s as HTMLSelectElement).selectedOptions[0]?.textContent))
+        .toBe('Second Clinic');
+      const projects = await t.request({
+        method: 'GET',
+        url: `${t.fhir}/Project?name=Second`,
+        token: t.adminToken,
+      });
+      const second = (projects.json() as { entry: { resource: { id: string } }[] }).entry[0]?.resource
+        .id as string;
+      expect(second).toBeTruthy();
+      await page.getByLabel('First name').fill('Sam');
+      await page.getByLabel('Last name').fill('Second');
+      await page.getByLabel('Email').fill('sam@console.example');
+      await page.getByRole('button', { name: 'Invite', exact: true }).click();
+      await page.getByText(/^Invited Sam Second/).waitFor();
+      const userSelect = page.getByLabel('User', { exact: true });
+      const samValue = await userSelect.locator('option', { hasText: 'Sam Second' }).getAttribute('value');
+      await userSelect.selectOption(samValue as string);
+      await page.getByLabel('New password').fill('sams long password');
+      await page.getByRole('button', { name: 'Set password' }).click();
+      await page.getByText(/^Password set for Sam Second/).waitFor();
+      await checkPage('console-super-admin');
+      const login = await t.request({
+        method: 'POST',
+        url: '/auth/login',
+        headers: { 'content-type': 'application/json' },
+        payload: {
+          email: 'sam@console.example',
+          password: 'sams long password',
+          codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+          codeChallengeMethod: 'S256',
+        },
+      });
+      expect(login.statusCode, login.body).toBe(200);
+      await nav('Resources', 'Resources');
+      await page.getByLabel('Resource type').selectOption('Patient');
+      await page.getByText('New Patient').click();
+      await page
+        .getByLabel('Patient as JSON')
+        .fill('{"resourceType": "Patient", "name": [{"family": "Secondson"}]}');
+      await page.getByRole('button', { name: 'Create Patient' }).click();
+      const heading = page.getByRole('heading', { name: /^Patient\/.+ \(version 1\)$/ });
+      await heading.waitFor();
+      const id = /^Patient\/(\S+)/.exec((await heading.textContent()) as string)?.[1] as string;
+      const created = await t.request({ method: 'GET', url: `${t.fhir}/Patient/${id}`, token: t.adminToken });
+      expect((created.json() as { meta: { project: string } }).meta.project).toBe(second);
+    });
+
     it('can be used with the keyboard alone: the skip link and the navigation', async () => {
       await page.goto(`${base}console/people`);
       await page.getByRole('heading', { level: 1, name: 'People' }).waitFor();

@@ -126,6 +126,95 @@ function InviteForm({ api, projectId, onInvited }: PageProps & { onInvited: () =
   );
 }
 
+/** Super administrators only: a new project (POST {fhir}/Project, API.md §3), which the console then administers. */
+function NewProject({ api, reloadProjects }: PageProps) {
+  const [name, setName] = useState('');
+  const [error, setError] = useState<string>();
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setError(undefined);
+    try {
+      const r = await api.request<Resource>('Project', {
+        method: 'POST',
+        json: { resourceType: 'Project', name },
+      });
+      setName('');
+      await reloadProjects(r.body.id);
+    } catch (err) {
+      setError(message(err));
+    }
+  };
+  return (
+    <form class="card inline" onSubmit={(e) => void submit(e)} aria-labelledby="new-project-title">
+      <h2 id="new-project-title" class="full">
+        New project
+      </h2>
+      <Field label="Project name">
+        {(id) => <input id={id} required value={name} onInput={(e) => setName(e.currentTarget.value)} />}
+      </Field>
+      <button type="submit">Create project</button>
+      <ErrorBox error={error} />
+    </form>
+  );
+}
+
+/** Super administrators only: the password of an invited user (POST {base}admin/users/<id>/password). */
+function SetPassword({ api, users }: PageProps & { users: { id: string; label: string }[] }) {
+  const [user, setUser] = useState('');
+  const [password, setPassword] = useState('');
+  const [error, setError] = useState<string>();
+  const [done, setDone] = useState<string>();
+  const chosen = user || users[0]?.id || '';
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setError(undefined);
+    setDone(undefined);
+    try {
+      await api.request(`/admin/users/${chosen}/password`, {
+        method: 'POST',
+        json: { password },
+        headers: { 'content-type': 'application/json' },
+      });
+      setPassword('');
+      setDone(`Password set for ${users.find((u) => u.id === chosen)?.label ?? chosen}.`);
+    } catch (err) {
+      setError(message(err));
+    }
+  };
+  if (!users.length) return null;
+  return (
+    <form class="card inline" onSubmit={(e) => void submit(e)} aria-labelledby="password-title">
+      <h2 id="password-title" class="full">
+        Set a user's password
+      </h2>
+      <Field label="User">
+        {(id) => (
+          <select id={id} value={chosen} onChange={(e) => setUser(e.currentTarget.value)}>
+            {users.map((u) => (
+              <option value={u.id}>{u.label}</option>
+            ))}
+          </select>
+        )}
+      </Field>
+      <Field label="New password">
+        {(id) => (
+          <input
+            id={id}
+            type="password"
+            autocomplete="new-password"
+            required
+            value={password}
+            onInput={(e) => setPassword(e.currentTarget.value)}
+          />
+        )}
+      </Field>
+      <button type="submit">Set password</button>
+      <ErrorBox error={error} />
+      {done ? <Notice kind="ok">{done}</Notice> : null}
+    </form>
+  );
+}
+
 export function PeoplePage(props: PageProps) {
   const { api, projectId } = props;
   const [members, setMembers] = useState<Membership[]>([]);
@@ -216,6 +305,20 @@ export function PeoplePage(props: PageProps) {
         {members.length === 0 && !error ? <p>No memberships.</p> : null}
       </div>
       <InviteForm {...props} onInvited={() => setReload(reload + 1)} />
+      {props.me.project.superAdmin ? (
+        <>
+          <SetPassword
+            {...props}
+            users={members
+              .filter((m) => refOf(m.user).startsWith('User/'))
+              .map((m) => ({
+                id: refOf(m.user).slice('User/'.length),
+                label: `${displayName(profiles.get(refOf(m.profile))) || refOf(m.profile)} (${refOf(m.user)})`,
+              }))}
+          />
+          <NewProject {...props} />
+        </>
+      ) : null}
     </section>
   );
 }

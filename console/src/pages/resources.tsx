@@ -6,7 +6,7 @@ import { loadTypes } from '../lib/capabilities.js';
 import { displayName, entries, linkOf, when, type Bundle, type Resource } from '../lib/fhir.js';
 import { ErrorBox, Field, message } from '../ui.js';
 
-function SearchView({ api, navigate, type }: PageProps & { type: string }) {
+function SearchView({ api, navigate, type, ...rest }: PageProps & { type: string }) {
   const [types, setTypes] = useState<string[]>([]);
   const [query, setQuery] = useState('_count=20');
   const [bundle, setBundle] = useState<Bundle>();
@@ -60,6 +60,7 @@ function SearchView({ api, navigate, type }: PageProps & { type: string }) {
         </button>
       </form>
       <ErrorBox error={error} />
+      {type ? <CreateResource api={api} navigate={navigate} type={type} {...rest} /> : null}
       {bundle ? (
         <div class="card">
           <p role="status">
@@ -108,6 +109,56 @@ function SearchView({ api, navigate, type }: PageProps & { type: string }) {
         </div>
       ) : null}
     </>
+  );
+}
+
+/** A new resource from its JSON (POST {fhir}/<type>); the server's validation issues are shown as they come. */
+function CreateResource({ api, navigate, type, me, projectId }: PageProps & { type: string }) {
+  const [text, setText] = useState(`{\n  "resourceType": "${type}"\n}`);
+  const [error, setError] = useState<string>();
+  useEffect(() => setText(`{\n  "resourceType": "${type}"\n}`), [type]);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setError(undefined);
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch (err) {
+      setError(`The text is not JSON: ${message(err)}`);
+      return;
+    }
+    try {
+      // A super administrator's resource goes to the project the console administers, not to the Super Admin one.
+      const r0 = json as Resource;
+      const body =
+        me.project.superAdmin && !r0.meta?.project ? { ...r0, meta: { ...r0.meta, project: projectId } } : r0;
+      const r = await api.request<Resource>(type, { method: 'POST', json: body });
+      navigate(`resources/${type}/${r.body.id ?? ''}`);
+    } catch (err) {
+      setError(message(err));
+    }
+  };
+  return (
+    <details class="card">
+      <summary>New {type}</summary>
+      <form onSubmit={(e) => void submit(e)}>
+        <Field label={`${type} as JSON`}>
+          {(id) => (
+            <textarea
+              id={id}
+              rows={8}
+              spellcheck={false}
+              value={text}
+              onInput={(e) => setText(e.currentTarget.value)}
+            />
+          )}
+        </Field>
+        <ErrorBox error={error} />
+        <button type="submit" class="primary">
+          Create {type}
+        </button>
+      </form>
+    </details>
   );
 }
 
