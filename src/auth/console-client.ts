@@ -37,7 +37,7 @@ export async function isConsoleClient(db: Queryable, clientId: string): Promise<
 /**
  * Ensures the console client in the super-administrator project `projectId` (the caller holds the bootstrap lock):
  * created when missing, its redirect URI and name set back when they differ (the configuration's baseUrl is the source
- * of truth). Answers false, changing nothing, when a tenant's project already holds the id: the console then cannot
+ * of truth); its `status` is left as an administrator set it. Answers false, changing nothing, when a tenant's project already holds the id: the console then cannot
  * sign in anyone (isConsoleClient is false), and main.ts logs why.
  */
 export async function ensureConsoleClient(
@@ -64,8 +64,9 @@ export async function ensureConsoleClient(
     current &&
     current.redirectUri === redirectUri &&
     current.name === CONSOLE_NAME &&
-    current.redirectUris === undefined &&
-    (current.status === undefined || current.status === 'active');
-  if (!same) await updateResource(db, ctx, 'ClientApplication', CONSOLE_CLIENT_ID, wanted);
+    current.redirectUris === undefined;
+  // A status an administrator set (`off` switches the console's sign-in off) is kept.
+  const status = typeof current?.status === 'string' ? { status: current.status } : {};
+  if (!same) await updateResource(db, ctx, 'ClientApplication', CONSOLE_CLIENT_ID, { ...wanted, ...status });
   return true;
 }

@@ -420,7 +420,7 @@ describe.each(testDatabases())('admin console on $name', (database) => {
       }
     });
 
-    it('ends with the console client: the code of a deactivated console client is refused', async () => {
+    it('can be switched off: the code of a deactivated console client is refused, and a restart keeps it off', async () => {
       const { res: page, browser, verifier } = await signIn('connie@console.example');
       // Connie has two memberships by now: the chooser comes first.
       const first = optionsOf(page)[0] as { id: string };
@@ -450,17 +450,24 @@ describe.each(testDatabases())('admin console on $name', (database) => {
           redirect_uri: CONSOLE,
         });
         expect(token.statusCode).toBe(400);
-      } finally {
-        // The next start restores it (the configuration is the source of truth).
+        // A restart keeps the administrator's choice: the console stays switched off.
         const env = { clock: () => new Date(), newId: () => crypto.randomUUID(), fhirBase: AUD };
         await ensureSuperAdmin(t.db, env, t.config.admin);
+        const after = await t.request({
+          method: 'GET',
+          url: `${t.fhir}/ClientApplication/${CONSOLE_CLIENT_ID}`,
+          token: t.adminToken,
+        });
+        expect((after.json() as { status?: string }).status).toBe('off');
+      } finally {
+        const on = await t.request({
+          method: 'PUT',
+          url: `${t.fhir}/ClientApplication/${CONSOLE_CLIENT_ID}`,
+          token: t.adminToken,
+          payload: { ...(read.json() as object), status: 'active' },
+        });
+        expect(on.statusCode, on.body).toBe(200);
       }
-      const after = await t.request({
-        method: 'GET',
-        url: `${t.fhir}/ClientApplication/${CONSOLE_CLIENT_ID}`,
-        token: t.adminToken,
-      });
-      expect((after.json() as { status?: string }).status).toBeUndefined();
     });
   });
 });
