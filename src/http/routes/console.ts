@@ -74,7 +74,13 @@ export function loadConsoleFiles(dir: string, assetBase = './'): Map<string, Sta
       }
     }
   };
-  walk('');
+  try {
+    walk('');
+  } catch (err) {
+    // A build replacing the folder while it is read (a test building the console beside other tests): serve what
+    // was read rather than fail the start; a missing index.html then answers "not built".
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
   return files;
 }
 
