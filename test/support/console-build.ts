@@ -27,7 +27,19 @@ export function consoleBuildStale(): boolean {
 export async function ensureConsoleBuilt(): Promise<string> {
   if (consoleBuildStale()) {
     const { build } = await import('vite');
-    await build({ configFile: path.join(CONSOLE_SOURCE, 'vite.config.ts'), logLevel: 'warn' });
+    // Vitest sets NODE_ENV=test, which would give a development bundle: build exactly what `npm run build` serves.
+    const env = process.env.NODE_ENV;
+    process.env.NODE_ENV = 'production';
+    try {
+      await build({
+        configFile: path.join(CONSOLE_SOURCE, 'vite.config.ts'),
+        mode: 'production',
+        logLevel: 'warn',
+      });
+    } finally {
+      if (env === undefined) delete process.env.NODE_ENV;
+      else process.env.NODE_ENV = env;
+    }
   }
   return CONSOLE_DIST;
 }
