@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
+    include: ['src/**/*.test.ts', 'test/**/*.test.ts', 'console/**/*.test.ts', 'console/**/*.test.tsx'],
     // Generous: process tests start real servers while other files run beside them; a hang still fails.
     testTimeout: 180_000,
     hookTimeout: 120_000,

@@ -12,6 +12,7 @@ import { clientErrorHandler, registerErrorHandler } from './http/plugins/errors.
 import { registerLoginGuard } from './http/plugins/rate-limit.js';
 import { contextLogger, registerRequestLog } from './http/plugins/request-log.js';
 import { adminRoutes } from './http/routes/admin.js';
+import { consoleRoutes } from './http/routes/console.js';
 import { fhirRoutes } from './http/routes/fhir.js';
 import { jobRoutes } from './http/routes/jobs.js';
 import { operationRoutes } from './http/routes/operations.js';
@@ -50,6 +51,8 @@ export interface AppDeps {
   clock?: () => Date;
   newId?: () => string;
   logger?: FastifyBaseLogger;
+  /** Where the built admin console is (default: dist/console, console.ts). */
+  consoleDir?: string;
   /** The FHIRPath worker pool and `$csv` slots (main shares them with the export jobs); default: the app's own. */
   csv?: CsvRuntime;
 }
@@ -138,6 +141,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   wellKnownRoutes(app, { keys: deps.keys, baseUrl: config.baseUrl });
   oauthRoutes(app, auth, { loginGuard, baseUrl: config.baseUrl });
   adminRoutes(app, { db, clock, newId, fhirBase, membershipsChanged: () => auth.principals.changed() });
+  consoleRoutes(app, { baseUrl: config.baseUrl, ...(deps.consoleDir ? { dir: deps.consoleDir } : {}) });
   // Export files and Binary contents share one store (API.md §1 dataDir, or PostgreSQL's file_chunks).
   const files = deps.files ?? fileStoreFor(deps.db, config.dataDir);
   await app.register(

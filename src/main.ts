@@ -91,6 +91,10 @@ async function main(): Promise<void> {
     { clock: () => new Date(), newId: randomUUID, fhirBase },
     config.admin,
   );
+  if (!boot.consoleClient)
+    log.warn(
+      'The admin console cannot sign anyone in: ClientApplication/cinder-console belongs to a tenant project',
+    );
   const g = boot.generated;
   if (g.password)
     log.warn(

@@ -4,6 +4,7 @@
 // one-time code (authorization-code.ts) for the scope granted (smart-user-scopes.ts), sent to the redirect URI.
 import { selectCurrent } from '../fhir/repository/store.js';
 import { createAuthorizationCode, purgeExpiredCodes } from './authorization-code.js';
+import { isConsoleClient } from './console-client.js';
 import {
   endTransaction,
   errorRedirect,
@@ -33,7 +34,10 @@ export type AuthorizeStep =
   | { kind: 'choose'; options: MembershipOption[] }
   | { kind: 'show'; message: string };
 
-/** The user's memberships a login through this application may use: only those of the application's project. */
+/**
+ * The user's memberships a login through this application may use: only those of the application's project, except
+ * for the admin console, which (like POST /auth/login) may sign a user in through any of their memberships.
+ */
 async function membershipsFor(
   deps: AuthDeps,
   p: PendingAuthorization,
@@ -41,6 +45,7 @@ async function membershipsFor(
 ): Promise<ActiveMembership[]> {
   const client = await selectCurrent(deps.db, 'ClientApplication', p.clientId);
   if (!client || client.deleted) return [];
+  if (await isConsoleClient(deps.db, p.clientId)) return activeMembershipsOfUser(deps.db, `User/${userId}`);
   return activeMembershipsOfUser(deps.db, `User/${userId}`, client.project_id);
 }
 

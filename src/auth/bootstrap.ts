@@ -8,6 +8,7 @@ import { generateSecret, readCredential, sha256, storeSecrets } from '../fhir/re
 import { updateResource } from '../fhir/repository/update.js';
 import type { Resource } from '../fhir/types.js';
 import type { Db } from '../storage/db.js';
+import { consoleRedirectUri, ensureConsoleClient } from './console-client.js';
 
 const LOCK_KEY = 72_410_002;
 const CLIENT_NAME = 'Super Admin Client';
@@ -16,6 +17,8 @@ export interface BootstrapResult {
   projectId: string;
   userId: string;
   clientId: string;
+  /** False when a tenant's project holds the console's client id: the console cannot sign anyone in. */
+  consoleClient: boolean;
   /** Values generated at this start, to be printed once. */
   generated: { password?: string; clientId?: string; clientSecret?: string };
 }
@@ -220,5 +223,6 @@ async function ensure(db: Db, env: Env, admin: Config['admin']): Promise<Bootstr
     `ClientApplication/${cid}`,
     async () => `ClientApplication/${cid}`,
   );
-  return { projectId, userId, clientId, generated };
+  const consoleClient = await ensureConsoleClient(db, ctx, projectId, consoleRedirectUri(env.fhirBase));
+  return { projectId, userId, clientId, consoleClient, generated };
 }

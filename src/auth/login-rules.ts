@@ -3,6 +3,8 @@
 // reached the database before the write rules existed (a restore, an old bug) can never lend a login another
 // project's resource, another project's client, or a client, user or membership that was deleted or deactivated.
 
+import { isConsoleClientSql } from './console-client.js';
+
 /** `<Type>/<id>` and nothing else: the only reference form a membership's `profile` and `user` are resolved in. */
 const LOCAL_REF = `'^[A-Za-z]{1,64}/[A-Za-z0-9.-]{1,64}$'`;
 
@@ -39,7 +41,8 @@ export function usableMembership(m: string, p: string): string {
 
 /**
  * SQL condition on login alias `l` (columns of the `logins` table) and its membership `m`: the login still
- * matches its membership (project, profile, user), its client is live, active and of the login's project, and
+ * matches its membership (project, profile, user), its client is live, active and of the login's project (or, for a
+ * password sign-in, the admin console's client: console-client.ts), and
  * nothing it was made through — membership, client, user, project — was deleted or deactivated since the login
  * began (so reactivating or re-creating one does not revive old tokens).
  */
@@ -52,7 +55,8 @@ export function loginHolds(l: string, m: string): string {
     AND (${l}.client_id IS NULL OR EXISTS (
       SELECT 1 FROM resources c
       WHERE c.resource_type = 'ClientApplication' AND c.id = ${l}.client_id AND NOT c.deleted
-        AND c.project_id = ${l}.project_id AND ${clientActive('c')}))
+        AND (c.project_id = ${l}.project_id OR (${l}.auth_method = 'password' AND ${isConsoleClientSql('c')}))
+        AND ${clientActive('c')}))
     AND NOT EXISTS (
       SELECT 1 FROM resources x JOIN resource_history h ON h.rid = x.rid
       WHERE h.last_updated > ${l}.created_at AND (

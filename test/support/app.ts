@@ -51,6 +51,8 @@ export interface TestAppExtras {
   logger?: FastifyBaseLogger;
   /** Where job files live (default: under `<dataDir>/files`). */
   files?: FileStore;
+  /** Where the built admin console is (default: dist/console). */
+  consoleDir?: string;
   /** Start a job runner with these options. */
   jobs?: Partial<Pick<RunnerOptions, 'afterChunk' | 'leaseMs' | 'pollMs' | 'concurrency' | 'maxAttempts'>> & {
     exportPageSize?: number;
@@ -92,6 +94,7 @@ export async function startTestApp(
     cache,
     files,
     ...(extras.counters ? { counters: extras.counters } : {}),
+    ...(extras.consoleDir ? { consoleDir: extras.consoleDir } : {}),
     ...(extras.logger ? { logger: extras.logger } : {}),
     ...(extras.clock ? { clock: extras.clock } : {}),
   });

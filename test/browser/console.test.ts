@@ -1,0 +1,448 @@
+// The admin console in a real Chromium (issue 17): sign in through the server's sign-in page, invite a user and
+// deactivate a membership, start an export and cancel it (and see the 400 of a completed job), preview and download
+// a CSV, browse resources; every page passes axe-core without serious or critical violations and fits 375 px.
+// Screenshots go to artifacts/screenshots/ (CONSOLE_DOCS_SCREENSHOTS=1 also refreshes the README's docs/*.png).
+// Runs where Debian's Chromium is installed; elsewhere the suite says why it did not run.
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inviteRequest, startTestApp, type TestApp } from '../support/app.js';
+import { ensureConsoleBuilt } from '../support/console-build.js';
+import { testDatabases } from '../support/db.js';
+import { freePort } from '../support/listen.js';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const HAVE_CHROMIUM = fs.existsSync(CHROMIUM);
+const PASSWORD = 'a long and correct password';
+const AXE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+const SHOTS = path.resolve('artifacts/screenshots');
+const DOCS = process.env.CONSOLE_DOCS_SCREENSHOTS === '1' ? path.resolve('docs') : undefined;
+const PATIENTS = 30;
+/** The Patients made here and the one the test invites (Pia). */
+const ALL_PATIENTS = PATIENTS + 1;
+
+describe('console browser tests', () => {
+  it('run where Chromium is installed', () => {
+    // Not a skip in disguise: this states why the console suite below did or did not run.
+    if (!HAVE_CHROMIUM)
+      console.info(
+        `Console browser tests did not run: no Chromium at ${CHROMIUM} (apt-get install -y chromium)`,
+      );
+    expect(typeof HAVE_CHROMIUM).toBe('boolean');
+  });
+});
+
+interface AxeViolation {
+  id: string;
+  impact: string | null;
+  help: string;
+  nodes: { target: string[] }[];
+}
+
+/** axe-core's serious and critical violations on the page as it is now (its source evaluated, not a script tag: CSP). */
+async function axeProblems(page: Page): Promise<string[]> {
+  await page.evaluate(AXE);
+  const violations = (await page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run: (c: Document) => Promise<{ violations: unknown[] }> } })
+      .axe;
+    return (await axe.run(document)).violations;
+  })) as AxeViolation[];
+  return violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join('; ')}`);
+}
+
+/** Horizontal overflow of the page at its current viewport, in pixels (0 when it fits). */
+const overflow = (page: Page): Promise<number> =>
+  page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+
+describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
+  'admin console in Chromium on $name',
+  (database) => {
+    let t: TestApp;
+    let base = '';
+    let browser: Browser;
+    let page: Page;
+    let projectId = '';
+    let projectToken = '';
+    /** While true, export jobs wait after each chunk: an export stays `accepted` until the test lets it go. */
+    let hold = false;
+    const consoleErrors: string[] = [];
+
+    const shot = async (name: string, docs = false) => {
+      fs.mkdirSync(SHOTS, { recursive: true });
+      await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+      if (docs && DOCS) await page.screenshot({ path: path.join(DOCS, `${name}.png`) });
+    };
+
+    /** axe-core at desktop width, then no horizontal overflow at 375 px (with a screenshot there). */
+    const checkPage = async (name: string) => {
+      expect(await axeProblems(page), `${name}: axe`).toEqual([]);
+      await page.setViewportSize({ width: 375, height: 800 });
+      await page.waitForTimeout(100);
+      expect(await overflow(page), `${name}: overflow at 375 px`).toBeLessThanOrEqual(0);
+      await shot(`${name}-375`);
+      await page.setViewportSize({ width: 1280, height: 860 });
+    };
+
+    const nav = async (label: string, heading: string) => {
+      await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: label }).click();
+      await page.getByRole('heading', { level: 1, name: heading }).waitFor();
+    };
+
+    const api = (method: string, url: string, payload?: unknown) =>
+      t.request({ method: method as 'GET', url, token: projectToken, ...(payload ? { payload } : {}) });
+
+    beforeAll(async () => {
+      const consoleDir = await ensureConsoleBuilt();
+      const port = await freePort();
+      base = `http://127.0.0.1:${port}/`;
+      t = await startTestApp(
+        database,
+        { baseUrl: base },
+        {
+          consoleDir,
+          jobs: {
+            exportPageSize: 10,
+            afterChunk: async () => {
+              while (hold) await new Promise((r) => setTimeout(r, 50));
+            },
+          },
+        },
+      );
+      await t.app.listen({ port, host: '127.0.0.1' });
+      const p = await t.newProject('Demo Clinic');
+      projectId = p.projectId;
+      projectToken = p.adminToken;
+      const invited = await inviteRequest(t, p.adminToken, projectId, {
+        resourceType: 'Practitioner',
+        firstName: 'Ada',
+        lastName: 'Admin',
+        email: 'ada@console.example',
+        admin: true,
+      });
+      expect(invited.statusCode, invited.body).toBe(200);
+      const userId = (invited.json() as { user: { reference: string } }).user.reference.split(
+        '/',
+      )[1] as string;
+      const pw = await t.request({
+        method: 'POST',
+        url: `/admin/users/${userId}/password`,
+        token: t.adminToken,
+        headers: { 'content-type': 'application/json' },
+        payload: { password: PASSWORD },
+      });
+      expect(pw.statusCode).toBe(200);
+      for (let i = 0; i < PATIENTS; i++) {
+        const res = await api('POST', `${t.fhir}/Patient`, {
+          resourceType: 'Patient',
+          name: [{ given: [`Given${String(i).padStart(2, '0')}`], family: i % 2 ? 'Lee' : 'Smith' }],
+          gender: i % 2 ? 'female' : 'male',
+          birthDate: `19${50 + i}-04-01`,
+        });
+        expect(res.statusCode).toBe(201);
+      }
+      browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        args: [
+          '--headless',
+          '--no-sandbox',
+          '--disable-gpu',
+          '--no-first-run',
+          '--disable-background-networking',
+          '--disable-component-update',
+          '--disable-sync',
+        ],
+      });
+      const context = await browser.newContext({
+        viewport: { width: 1280, height: 860 },
+        acceptDownloads: true,
+      });
+      page = await context.newPage();
+      page.on('console', (m) => {
+        if (m.type() === 'error') consoleErrors.push(m.text());
+      });
+    });
+    afterAll(async () => {
+      hold = false;
+      await browser?.close();
+      await t?.close();
+    });
+
+    it('signs in through the sign-in page (PKCE, public client) and keeps only tokens in sessionStorage', async () => {
+      await page.goto(`${base}console/`);
+      await page.getByRole('button', { name: 'Sign in' }).waitFor();
+      await checkPage('console-signin');
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.waitForURL(/\/oauth2\/authorize/);
+      expect(await axeProblems(page), 'sign-in page: axe').toEqual([]);
+      await page.fill('#email', 'ada@console.example');
+      await page.fill('#password', PASSWORD);
+      await page.click('button[type=submit]:not([name=cancel])');
+      await page.getByRole('heading', { level: 1, name: 'People' }).waitFor({ timeout: 20_000 });
+      expect(new URL(page.url()).search).toBe(''); // the code and state are gone from the address bar
+      await expect.poll(() => page.getByText('Ada Admin · Demo Clinic (admin)').count()).toBe(1);
+      const storage = await page.evaluate(() => ({
+        local: Object.keys(localStorage),
+        session: Object.fromEntries(Object.keys(sessionStorage).map((k) => [k, sessionStorage.getItem(k)])),
+      }));
+      expect(storage.local).toEqual([]);
+      expect(Object.keys(storage.session)).toEqual(['cinder.console.session']);
+      expect(Object.keys(JSON.parse(storage.session['cinder.console.session'] as string)).sort()).toEqual([
+        'accessToken',
+        'expiresAt',
+        'refreshToken',
+      ]);
+    });
+
+    it('invites a Patient with an email and externalId, then deactivates the membership', async () => {
+      await page.getByLabel('Profile type').selectOption('Patient');
+      await page.getByLabel('First name').fill('Pia');
+      await page.getByLabel('Last name').fill('Patient');
+      await page.getByLabel('Email').fill('pia@console.example');
+      await page.getByLabel('External id').fill('idp|pia');
+      await page.getByRole('button', { name: 'Invite', exact: true }).click();
+      await page.getByText(/^Invited Pia Patient: ProjectMembership\//).waitFor();
+      const row = page.getByRole('row').filter({ hasText: 'idp|pia' });
+      await expect.poll(() => row.count()).toBe(1);
+      const members = await api('GET', `${t.fhir}/ProjectMembership?external-id=idp|pia`);
+      const m = (members.json() as { entry: { resource: { id: string; active?: boolean } }[] }).entry;
+      expect(m).toHaveLength(1);
+      // A second invite with the same externalId shows the server's 409 OperationOutcome.
+      await page.getByLabel('First name').fill('Pia');
+      await page.getByLabel('Last name').fill('Again');
+      await page.getByLabel('External id').fill('idp|pia');
+      await page.getByRole('button', { name: 'Invite', exact: true }).click();
+      await page
+        .getByRole('alert')
+        .filter({ hasText: /idp\|pia|externalId|already/i })
+        .waitFor();
+      await shot('console-people');
+      await checkPage('console-people');
+      await row.getByRole('button', { name: /^Deactivate/ }).click();
+      await page.getByText(`Deactivated ProjectMembership/${m[0]?.resource.id ?? ''}`).waitFor();
+      await expect.poll(() => row.getByText('inactive').count()).toBe(1);
+      const after = await api('GET', `${t.fhir}/ProjectMembership/${m[0]?.resource.id ?? ''}`);
+      expect((after.json() as { active?: boolean }).active).toBe(false);
+    });
+
+    it('creates a ClientApplication and shows its new secret once', async () => {
+      await nav('Applications', 'Applications');
+      await page.getByLabel('Name', { exact: true }).fill('Warehouse');
+      await page.getByLabel('Redirect URI').fill('https://warehouse.example/cb');
+      await page.getByLabel('Membership').selectOption('member');
+      await page.getByRole('button', { name: 'Create application' }).click();
+      const secret = page.locator('code.secret');
+      await secret.waitFor();
+      expect((await secret.textContent())?.length).toBeGreaterThan(20);
+      await expect
+        .poll(() => page.getByRole('cell', { name: 'https://warehouse.example/cb' }).count())
+        .toBe(1);
+      await checkPage('console-applications');
+      await page.reload();
+      await page.getByRole('heading', { level: 1, name: 'Applications' }).waitFor();
+      expect(await page.locator('code.secret').count()).toBe(0);
+    });
+
+    it('starts an export, shows its progress and cancels it (200), then shows the 400 of a completed job', async () => {
+      await nav('Jobs', 'Jobs');
+      hold = true;
+      await page.getByRole('button', { name: 'Start bulk export' }).click();
+      const started = page.getByText(/^Export started: /);
+      await started.waitFor();
+      const jobId = ((await started.textContent()) ?? '').replace('Export started: ', '').trim();
+      const row = page.locator(`tr[data-job="${jobId}"]`);
+      await row.waitFor();
+      await expect.poll(() => row.locator('td.status').textContent()).toBe('accepted');
+      // The progress column shows the status endpoint's X-Progress while the job runs.
+      await expect.poll(() => row.locator('td.progress').textContent()).toMatch(/\w/);
+      await shot('console-jobs-running');
+      await row.getByRole('button', { name: `Cancel job ${jobId}` }).click();
+      await row.getByText(/^200: /).waitFor();
+      await expect.poll(() => row.locator('td.status').textContent(), { timeout: 10_000 }).toBe('cancelled');
+      hold = false;
+      const job = await api('GET', `${t.fhir}/AsyncJob/${jobId}`);
+      expect((job.json() as { status: string }).status).toBe('cancelled');
+
+      // A completed export: its output links download the NDJSON, and Cancel shows the server's 400.
+      const kick = await t.request({
+        method: 'GET',
+        url: `${t.fhir}/$export?_type=Patient`,
+        token: projectToken,
+        headers: { prefer: 'respond-async', accept: 'application/fhir+json' },
+      });
+      expect(kick.statusCode, kick.body).toBe(202);
+      const doneId = (kick.headers['content-location'] as string).split('/').pop() as string;
+      await expect
+        .poll(
+          async () =>
+            ((await api('GET', `${t.fhir}/AsyncJob/${doneId}`)).json() as { status: string }).status,
+          {
+            timeout: 30_000,
+          },
+        )
+        .toBe('completed');
+      await page.getByRole('button', { name: 'Refresh' }).click();
+      const done = page.locator(`tr[data-job="${doneId}"]`);
+      await expect.poll(() => done.locator('td.status').textContent()).toBe('completed');
+      const [download] = await Promise.all([
+        page.waitForEvent('download'),
+        done.getByRole('button', { name: 'Patient.ndjson' }).click(),
+      ]);
+      const ndjson = fs
+        .readFileSync(await download.path(), 'utf8')
+        .trim()
+        .split('\n');
+      expect(ndjson).toHaveLength(ALL_PATIENTS);
+      expect((JSON.parse(ndjson[0] as string) as { resourceType: string }).resourceType).toBe('Patient');
+      await done.getByRole('button', { name: `Cancel job ${doneId}` }).click();
+      await done
+        .getByText(
+          "400: AsyncJob cannot be cancelled if status is not 'accepted', job had status 'completed'",
+        )
+        .waitFor();
+      await shot('console-jobs', true);
+      await checkPage('console-jobs');
+    });
+
+    it('builds a CSV: columns, a FHIRPath column and a filter, a preview table, export.csv, the bulk export', async () => {
+      await nav('CSV builder', 'CSV builder');
+      await page.getByLabel('FHIRPath column').fill('name.given.first()');
+      await page.getByRole('button', { name: 'Add column' }).click();
+      await page.getByRole('button', { name: 'Add filter' }).click();
+      await page.getByLabel('Filter 1 parameter').selectOption('gender');
+      await page.getByLabel('Filter 1 value').fill('female');
+      await page.getByRole('button', { name: 'Preview' }).click();
+      const status = page.getByText(/matching Patient resources/);
+      await status.waitFor();
+      expect(await status.textContent()).toContain(`${PATIENTS / 2} matching Patient resources`);
+      const headers = await page.locator('table.preview th').allTextContents();
+      expect(headers).toEqual(['id', 'name', 'birthdate', 'name.given.first()']);
+      const rows = page.locator('table.preview tbody tr');
+      expect(await rows.count()).toBe(PATIENTS / 2);
+      expect(await rows.first().locator('td').nth(1).textContent()).toMatch(/^Given\d\d Lee$/);
+      const [download] = await Promise.all([
+        page.waitForEvent('download'),
+        page.getByRole('button', { name: 'Download export.csv' }).click(),
+      ]);
+      expect(download.suggestedFilename()).toBe('export.csv');
+      const csv = fs.readFileSync(await download.path(), 'utf8');
+      expect(csv.startsWith('\uFEFFid,name,birthdate,name.given.first()\r\n')).toBe(true);
+      expect(csv.trim().split('\r\n')).toHaveLength(PATIENTS / 2 + 1);
+      await page.getByRole('button', { name: 'Start CSV bulk export' }).click();
+      await page.getByText(/^CSV export started as AsyncJob /).waitFor();
+      await shot('console-csv', true);
+      await checkPage('console-csv');
+      // An unknown FHIRPath function: the server's 400 OperationOutcome, word for word.
+      await page.getByLabel('FHIRPath column').fill('name.nosuchfunction()');
+      await page.getByRole('button', { name: 'Add column' }).click();
+      await page.getByRole('button', { name: 'Preview' }).click();
+      await page.getByRole('alert').filter({ hasText: 'Invalid FHIRPath expression' }).waitFor();
+    });
+
+    it('browses Patients with paging, shows one as JSON and its history', async () => {
+      await nav('Resources', 'Resources');
+      await page.getByLabel('Resource type').selectOption('Patient');
+      await page.getByText(/on this page/).waitFor();
+      expect(await page.locator('tbody tr').count()).toBe(20);
+      await page.getByRole('button', { name: 'Next page' }).click();
+      await expect.poll(() => page.locator('tbody tr').count()).toBe(ALL_PATIENTS - 20);
+      await page.getByRole('button', { name: 'Previous page' }).click();
+      await expect.poll(() => page.locator('tbody tr').count()).toBe(20);
+      await checkPage('console-resources');
+      const first = page.locator('tbody tr a').first();
+      const id = (await first.textContent()) as string;
+      await first.click();
+      await page.getByRole('heading', { name: `Patient/${id} (version 1)` }).waitFor();
+      const json = JSON.parse((await page.locator('pre.json').textContent()) as string) as { id: string };
+      expect(json.id).toBe(id);
+      await page.getByRole('button', { name: 'Show history' }).click();
+      await page.getByRole('button', { name: 'Version 1' }).waitFor();
+      await checkPage('console-resource');
+      // A deep link opens the same page after a reload (the server's single-page fallback).
+      await page.reload();
+      await page.getByRole('heading', { name: `Patient/${id} (version 1)` }).waitFor();
+      expect(consoleErrors.filter((e) => !/status of (400|404|409)/.test(e))).toEqual([]);
+    });
+
+    it('lets a super administrator create a project, invite into it, set a password and create a resource', async () => {
+      await page.getByRole('button', { name: 'Sign out' }).click();
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.waitForURL(/\/oauth2\/authorize/);
+      await page.fill('#email', 'admin@example.com');
+      await page.fill('#password', 'admin-password-1');
+      await page.click('button[type=submit]:not([name=cancel])');
+      await page.getByText(/\(super admin\)/).waitFor({ timeout: 20_000 });
+      // Signing in again returns to the page where it started.
+      expect(new URL(page.url()).pathname).toMatch(/^\/console\/resources\/Patient\//);
+      await nav('People', 'People');
+      await page.getByLabel('Project name').fill('Second Clinic');
+      await page.getByRole('button', { name: 'Create project' }).click();
+      const select = page.getByLabel('Project', { exact: true });
+      await expect
+        .poll(() => select.evaluate((s) => (s as HTMLSelectElement).selectedOptions[0]?.textContent))
+        .toBe('Second Clinic');
+      const projects = await t.request({
+        method: 'GET',
+        url: `${t.fhir}/Project?name=Second`,
+        token: t.adminToken,
+      });
+      const second = (projects.json() as { entry: { resource: { id: string } }[] }).entry[0]?.resource
+        .id as string;
+      expect(second).toBeTruthy();
+      await page.getByLabel('First name').fill('Sam');
+      await page.getByLabel('Last name').fill('Second');
+      await page.getByLabel('Email').fill('sam@console.example');
+      await page.getByRole('button', { name: 'Invite', exact: true }).click();
+      await page.getByText(/^Invited Sam Second/).waitFor();
+      const userSelect = page.getByLabel('User', { exact: true });
+      const samValue = await userSelect.locator('option', { hasText: 'Sam Second' }).getAttribute('value');
+      await userSelect.selectOption(samValue as string);
+      await page.getByLabel('New password').fill('sams long password');
+      await page.getByRole('button', { name: 'Set password' }).click();
+      await page.getByText(/^Password set for Sam Second/).waitFor();
+      await checkPage('console-super-admin');
+      const login = await t.request({
+        method: 'POST',
+        url: '/auth/login',
+        headers: { 'content-type': 'application/json' },
+        payload: {
+          email: 'sam@console.example',
+          password: 'sams long password',
+          codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+          codeChallengeMethod: 'S256',
+        },
+      });
+      expect(login.statusCode, login.body).toBe(200);
+      await nav('Resources', 'Resources');
+      await page.getByLabel('Resource type').selectOption('Patient');
+      await page.getByText('New Patient').click();
+      await page
+        .getByLabel('Patient as JSON')
+        .fill('{"resourceType": "Patient", "name": [{"family": "Secondson"}]}');
+      await page.getByRole('button', { name: 'Create Patient' }).click();
+      const heading = page.getByRole('heading', { name: /^Patient\/.+ \(version 1\)$/ });
+      await heading.waitFor();
+      const id = /^Patient\/(\S+)/.exec((await heading.textContent()) as string)?.[1] as string;
+      const created = await t.request({ method: 'GET', url: `${t.fhir}/Patient/${id}`, token: t.adminToken });
+      expect((created.json() as { meta: { project: string } }).meta.project).toBe(second);
+    });
+
+    it('can be used with the keyboard alone: the skip link and the navigation', async () => {
+      await page.goto(`${base}console/people`);
+      await page.getByRole('heading', { level: 1, name: 'People' }).waitFor();
+      await page.keyboard.press('Tab');
+      expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Skip to content');
+      await page.keyboard.press('Tab');
+      expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('People');
+      await page.keyboard.press('Tab');
+      await page.keyboard.press('Tab');
+      expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Jobs');
+      await page.keyboard.press('Enter');
+      await page.getByRole('heading', { level: 1, name: 'Jobs' }).waitFor();
+      expect(new URL(page.url()).pathname).toBe('/console/jobs');
+    });
+  },
+);
