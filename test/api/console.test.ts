@@ -9,7 +9,7 @@ import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureSuperAdmin } from '../../src/auth/bootstrap.js';
 import { CONSOLE_CLIENT_ID } from '../../src/auth/console-client.js';
-import { inviteRequest, startTestApp, tokenRequest, type TestApp } from '../support/app.js';
+import { inviteRequest, setUserPassword, startTestApp, tokenRequest, type TestApp } from '../support/app.js';
 import { testDatabases } from '../support/db.js';
 import {
   actionOf,
@@ -173,14 +173,7 @@ describe.each(testDatabases())('admin console on $name', (database) => {
       });
       expect(invited.statusCode, invited.body).toBe(200);
       userId = (invited.json() as { user: { reference: string } }).user.reference.split('/')[1] as string;
-      const pw = await t.request({
-        method: 'POST',
-        url: `/admin/users/${userId}/password`,
-        token: t.adminToken,
-        headers: { 'content-type': 'application/json' },
-        payload: { password: PASSWORD },
-      });
-      expect(pw.statusCode).toBe(200);
+      await setUserPassword(t, userId, PASSWORD);
     });
 
     const authorize = (challenge: string, clientId = CONSOLE_CLIENT_ID, redirectUri = CONSOLE) =>

@@ -4,7 +4,7 @@
 // data; writes may neither change nor make another patient's; bulk work over stored data is refused. Every case here
 // passed another patient's data through before the narrowing existed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inviteRequest, postBundle, startTestApp, type TestApp } from '../support/app.js';
+import { inviteRequest, postBundle, setUserPassword, startTestApp, type TestApp } from '../support/app.js';
 import { testDatabases } from '../support/db.js';
 import { kickOff } from '../support/jobs.js';
 import { smartLaunch } from '../support/smart-browser.js';
@@ -67,14 +67,7 @@ describe.each(testDatabases())('patient scopes on $name', (database) => {
     expect(invited.statusCode, invited.body).toBe(200);
     const membership = invited.json() as { user: { reference: string }; profile: { reference: string } };
     me = membership.profile.reference.split('/')[1] as string;
-    const pw = await t.request({
-      method: 'POST',
-      url: `/admin/users/${membership.user.reference.split('/')[1] as string}/password`,
-      token: t.adminToken,
-      headers: { 'content-type': 'application/json' },
-      payload: { password: PASSWORD },
-    });
-    expect(pw.statusCode, pw.body).toBe(200);
+    await setUserPassword(t, membership.user.reference.split('/')[1] as string, PASSWORD);
 
     other = await create({ resourceType: 'Patient', name: [{ family: 'Otherson' }] });
     // A Patient that links to me is in my compartment (the Patient compartment's `link` parameter).

@@ -4,7 +4,7 @@
 import type { LightMyRequestResponse } from 'fastify';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inviteRequest, startTestApp, tokenRequest, type TestApp } from '../support/app.js';
+import { inviteRequest, setUserPassword, startTestApp, tokenRequest, type TestApp } from '../support/app.js';
 import { testDatabases } from '../support/db.js';
 import {
   actionOf,
@@ -58,16 +58,7 @@ describe.each(testDatabases())('SMART authorize endpoint on $name', (database) =
       redirectUris: ['https://a.example/cb', 'https://b.example/cb'],
     });
     await client('smart-off', { name: 'Off', status: 'off', redirectUri: REDIRECT });
-    const setPassword = async (userId: string) => {
-      const res = await t.request({
-        method: 'POST',
-        url: `/admin/users/${userId}/password`,
-        token: t.adminToken,
-        headers: { 'content-type': 'application/json' },
-        payload: { password: PASSWORD },
-      });
-      expect(res.statusCode).toBe(200);
-    };
+    const setPassword = (userId: string) => setUserPassword(t, userId, PASSWORD);
     const person = (resourceType: string, firstName: string, email: string) => ({
       resourceType,
       firstName,

@@ -6,15 +6,14 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inviteRequest, startTestApp, type TestApp } from '../support/app.js';
+import { inviteRequest, setUserPassword, startTestApp, type TestApp } from '../support/app.js';
 import { ensureConsoleBuilt } from '../support/console-build.js';
+import { CHROMIUM, HAVE_CHROMIUM, launchChromium } from '../support/chromium.js';
 import { testDatabases } from '../support/db.js';
 import { freePort } from '../support/listen.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const HAVE_CHROMIUM = fs.existsSync(CHROMIUM);
 const PASSWORD = 'a long and correct password';
 const AXE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const SHOTS = path.resolve('artifacts/screenshots');
@@ -127,14 +126,7 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
       const userId = (invited.json() as { user: { reference: string } }).user.reference.split(
         '/',
       )[1] as string;
-      const pw = await t.request({
-        method: 'POST',
-        url: `/admin/users/${userId}/password`,
-        token: t.adminToken,
-        headers: { 'content-type': 'application/json' },
-        payload: { password: PASSWORD },
-      });
-      expect(pw.statusCode).toBe(200);
+      await setUserPassword(t, userId, PASSWORD);
       for (let i = 0; i < PATIENTS; i++) {
         const res = await api('POST', `${t.fhir}/Patient`, {
           resourceType: 'Patient',
@@ -144,18 +136,7 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
         });
         expect(res.statusCode).toBe(201);
       }
-      browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        args: [
-          '--headless',
-          '--no-sandbox',
-          '--disable-gpu',
-          '--no-first-run',
-          '--disable-background-networking',
-          '--disable-component-update',
-          '--disable-sync',
-        ],
-      });
+      browser = await launchChromium();
       const context = await browser.newContext({
         viewport: { width: 1280, height: 860 },
         acceptDownloads: true,

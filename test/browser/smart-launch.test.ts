@@ -7,14 +7,13 @@ import fs from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inviteRequest, startTestApp, type TestApp } from '../support/app.js';
+import { inviteRequest, setUserPassword, startTestApp, type TestApp } from '../support/app.js';
+import { CHROMIUM, HAVE_CHROMIUM, launchChromium } from '../support/chromium.js';
 import { testDatabases } from '../support/db.js';
 import { freePort } from '../support/listen.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const HAVE_CHROMIUM = fs.existsSync(CHROMIUM);
 const PASSWORD = 'a long and correct password';
 const FHIRCLIENT = createRequire(import.meta.url).resolve('fhirclient/build/fhir-client.js');
 
@@ -99,26 +98,8 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
       expect(invited.statusCode, invited.body).toBe(200);
       const m = invited.json() as { user: { reference: string }; profile: { reference: string } };
       patientId = m.profile.reference.split('/')[1] as string;
-      const pw = await t.request({
-        method: 'POST',
-        url: `/admin/users/${m.user.reference.split('/')[1]}/password`,
-        token: t.adminToken,
-        headers: { 'content-type': 'application/json' },
-        payload: { password: PASSWORD },
-      });
-      expect(pw.statusCode).toBe(200);
-      browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        args: [
-          '--headless',
-          '--no-sandbox',
-          '--disable-gpu',
-          '--no-first-run',
-          '--disable-background-networking',
-          '--disable-component-update',
-          '--disable-sync',
-        ],
-      });
+      await setUserPassword(t, m.user.reference.split('/')[1] as string, PASSWORD);
+      browser = await launchChromium();
     });
     afterAll(async () => {
       await browser?.close();

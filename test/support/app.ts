@@ -292,3 +292,19 @@ export function inviteRequest(
     payload: body,
   });
 }
+
+/** Sets a User's password as the super administrator (`POST /admin/users/<id>/password`), expecting `200`. */
+export async function setUserPassword(
+  t: Pick<TestApp, 'request' | 'adminToken'>,
+  userId: string,
+  password: string,
+): Promise<void> {
+  const res = await t.request({
+    method: 'POST',
+    url: `/admin/users/${userId}/password`,
+    token: t.adminToken,
+    headers: { 'content-type': 'application/json' },
+    payload: { password },
+  });
+  expect(res.statusCode, res.body).toBe(200);
+}
