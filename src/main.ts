@@ -12,7 +12,12 @@ import { DirLockedError } from './storage/dir-lock.js';
 import { migrate } from './storage/migrate.js';
 import { openPglite } from './storage/pglite.js';
 import { openPgliteWorker } from './storage/pglite-worker.js';
-import { EmbeddedPostgresUnavailableError, startEmbeddedPostgres } from './storage/embedded-postgres.js';
+import {
+  EmbeddedPostgresAccessError,
+  EmbeddedPostgresUnavailableError,
+  hasEmbeddedPostgres,
+  startEmbeddedPostgres,
+} from './storage/embedded-postgres.js';
 import { moveFromPglite, pgliteToMove } from './storage/from-pglite.js';
 import { openPostgres } from './storage/postgres.js';
 import { localSignals, postgresSignals } from './storage/signals.js';
@@ -35,10 +40,20 @@ async function openEmbedded(config: Config, log: Logger): Promise<{ db: Db; requ
     await migrate(db);
     return { db, requestDb: db };
   }
-  const server = await startEmbeddedPostgres(config.dataDir, {
-    poolSize: config.databasePoolSize,
-    onError: (err) => log.error({ err: err.message }, 'embedded PostgreSQL error'),
-  });
+  let server;
+  try {
+    server = await startEmbeddedPostgres(config.dataDir, {
+      poolSize: config.databasePoolSize,
+      onError: (err) => log.error({ err: err.message }, 'embedded PostgreSQL error'),
+    });
+  } catch (err) {
+    // Where PostgreSQL cannot run (no binaries for this platform, or root in a private directory) and has no data
+    // yet, PGlite serves instead; a later start where it can run moves the data into it.
+    const unusable = err instanceof EmbeddedPostgresUnavailableError || err instanceof EmbeddedPostgresAccessError;
+    if (!unusable || hasEmbeddedPostgres(config.dataDir)) throw err;
+    log.warn({ reason: err.message }, 'embedded PostgreSQL cannot run here; using PGlite instead');
+    return openEmbedded({ ...config, embeddedEngine: 'pglite' }, log);
+  }
   const db = server.db;
   try {
     log.info(
@@ -126,7 +141,11 @@ async function main(): Promise<void> {
   try {
     ({ db, requestDb } = await openDatabase(config, log));
   } catch (err) {
-    if (err instanceof DirLockedError || err instanceof EmbeddedPostgresUnavailableError) {
+    if (
+      err instanceof DirLockedError ||
+      err instanceof EmbeddedPostgresUnavailableError ||
+      err instanceof EmbeddedPostgresAccessError
+    ) {
       log.fatal(err.message);
       process.exit(1);
     }

