@@ -275,6 +275,8 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   const notes: string[] = [];
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-bench-'));
+  // The embedded PostgreSQL of a server run as root runs as another user, who must reach the data directories.
+  fs.chmodSync(work, 0o755);
   const idp = await startMockIdp();
   const providers = { externalAuthProviders: [{ issuer: idp.issuer, userInfoUrl: idp.userInfoUrl }] };
   try {

@@ -1,5 +1,5 @@
 // Reliability of the server process (issue 6): SIGKILL in the middle of a transaction leaves no part of it
-// visible (embedded database always; PostgreSQL when TEST_DATABASE_URL is set), and SIGTERM stops accepting
+// visible (both embedded engines always; PostgreSQL when TEST_DATABASE_URL is set), and SIGTERM stops accepting
 // connections, lets the in-flight request finish, gives a running job's lease back and exits 0 (PostgreSQL, whose
 // jobs table the test reads while the server runs).
 import { randomBytes } from 'node:crypto';
@@ -9,6 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claim } from '../../src/jobs/queue.js';
 import type { Db } from '../../src/storage/db.js';
+import { startEmbeddedPostgres } from '../../src/storage/embedded-postgres.js';
 import { openPglite } from '../../src/storage/pglite.js';
 import { openPostgres } from '../../src/storage/postgres.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
@@ -74,12 +75,24 @@ async function until(cond: () => Promise<boolean>, timeoutMs: number, what: stri
   }
 }
 
-describe('SIGKILL during a transaction on the embedded database', () => {
+// Both embedded engines: PostgreSQL from npm (the default; its server outlives the killed process for the moment it
+// takes to stop) and PGlite.
+const EMBEDDED: { engine: string; open(dataDir: string): Promise<Db> }[] = [
+  { engine: 'postgres', open: async (dataDir) => (await startEmbeddedPostgres(dataDir)).db },
+  { engine: 'pglite', open: openPglite },
+];
+
+describe.each(EMBEDDED)('SIGKILL during a transaction on the embedded database ($engine)', ({ engine, open }) => {
   it('leaves none of the transaction visible when the database is opened again, and keeps what was committed', async () => {
     // logLevel debug: requests are logged when they arrive ('request received'), not only when they complete.
     const { dataDir, configFile } = prepare({ logLevel: 'debug' });
     const port = await freePort();
-    const server = startServer({ CINDER_CONFIG: configFile, DATA_DIR: dataDir, PORT: String(port) });
+    const server = startServer({
+      CINDER_CONFIG: configFile,
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      EMBEDDED_ENGINE: engine,
+    });
     try {
       await waitHealthy(port, server.child);
       const token = await clientToken(port, CLIENT_ID, CLIENT_SECRET);
@@ -99,7 +112,7 @@ describe('SIGKILL during a transaction on the embedded database', () => {
     }
 
     // The killed process's lock is taken over; the database opens and holds only committed work.
-    const db = await openPglite(dataDir);
+    const db = await open(dataDir);
     try {
       const count = async (marker: string) =>
         (
