@@ -147,7 +147,6 @@ async function benchEngine(
   notes: string[],
   idp: MockIdp,
 ): Promise<void> {
-  const base = server.base;
   const idleMb = server.treeMb();
   let peakTreeMb = idleMb;
   const sampler = setInterval(() => (peakTreeMb = Math.max(peakTreeMb, server.treeMb())), 500);

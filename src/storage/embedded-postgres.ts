@@ -154,7 +154,11 @@ const WRAPPER = [
   'exit "$code"',
 ].join('\n');
 
-function run(cmd: string, args: string[], opts: { user?: { uid: number; gid: number }; logFd: number }): Promise<void> {
+function run(
+  cmd: string,
+  args: string[],
+  opts: { user?: { uid: number; gid: number }; logFd: number },
+): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, {
       stdio: ['ignore', opts.logFd, opts.logFd],
@@ -162,7 +166,9 @@ function run(cmd: string, args: string[], opts: { user?: { uid: number; gid: num
       ...(opts.user ?? {}),
     });
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${path.basename(cmd)} exited with ${code}`))));
+    child.on('exit', (code) =>
+      code === 0 ? resolve() : reject(new Error(`${path.basename(cmd)} exited with ${code}`)),
+    );
   });
 }
 
@@ -208,7 +214,8 @@ export async function startEmbeddedPostgres(
     if (user) checkAccess(user, bin, dataDir);
     const logFile = opts.logFile ?? path.join(dataDir, 'postgres.log');
     // The log holds start-up, shutdown and errors only; keep the last run's when it grew large.
-    if (fs.existsSync(logFile) && fs.statSync(logFile).size > 10 * 1024 * 1024) fs.renameSync(logFile, `${logFile}.1`);
+    if (fs.existsSync(logFile) && fs.statSync(logFile).size > 10 * 1024 * 1024)
+      fs.renameSync(logFile, `${logFile}.1`);
     const logFd = fs.openSync(logFile, 'a');
     try {
       if (!fs.existsSync(path.join(pgdata, 'PG_VERSION'))) {
@@ -251,7 +258,8 @@ export async function startEmbeddedPostgres(
       let exitCode: number | null | undefined;
       server.on('exit', (code) => {
         exitCode = code;
-        if (!closing) opts.onError?.(new Error(`embedded PostgreSQL exited with ${code}: ${lastLines(logFile, 3)}`));
+        if (!closing)
+          opts.onError?.(new Error(`embedded PostgreSQL exited with ${code}: ${lastLines(logFile, 3)}`));
       });
       server.on('error', (err) => opts.onError?.(err));
       // Cinder must not wait for the server to exit before it may exit itself.
@@ -270,7 +278,8 @@ export async function startEmbeddedPostgres(
         } catch {
           await c.end().catch(() => undefined);
         }
-        if (i > 1200) throw new Error(`embedded PostgreSQL did not accept connections:\n${lastLines(logFile)}`);
+        if (i > 1200)
+          throw new Error(`embedded PostgreSQL did not accept connections:\n${lastLines(logFile)}`);
         await sleep(50);
       }
       const open = (o: PostgresOptions): Promise<Db> => openPostgres(url, { max: poolSize, ...o });

@@ -68,9 +68,10 @@ export async function copyDatabase(from: Db, to: Db): Promise<Record<string, num
     );
     for (const { t, c, s } of serials.rows)
       if (s)
-        await tx.query(`SELECT setval($1, coalesce((SELECT max(${quote(c)}) FROM ${quote(t)}), 0) + 1, false)`, [
-          s,
-        ]);
+        await tx.query(
+          `SELECT setval($1, coalesce((SELECT max(${quote(c)}) FROM ${quote(t)}), 0) + 1, false)`,
+          [s],
+        );
   });
   return copied;
 }

@@ -8,8 +8,7 @@ export type ThreadRequest =
   | { id: number; op: 'close' };
 
 export type ThreadReply =
-  | { id: number; rows: unknown[]; rowCount: number }
-  | { id: number; error: Record<string, unknown> };
+  { id: number; rows: unknown[]; rowCount: number } | { id: number; error: Record<string, unknown> };
 
 const port = parentPort;
 if (!port) throw new Error('pglite-thread runs as a worker thread');

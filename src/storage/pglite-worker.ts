@@ -1,7 +1,9 @@
 // PGlite in a worker thread behind the Db seam, so that no database work runs on the event loop: the worker runs
 // statements one at a time; a transaction holds it from BEGIN to COMMIT while other statements wait here.
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { Db, Queryable, QueryResult } from './db.js';
 import { acquireDirLock } from './dir-lock.js';
@@ -10,14 +12,29 @@ import type { ThreadReply, ThreadRequest } from './pglite-thread.js';
 type Pending = { resolve(r: QueryResult<unknown>): void; reject(err: Error): void };
 type Request = ThreadRequest extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;
 
-/** Opens the embedded PGlite database of `<dataDir>/pglite` (or in memory) in a worker thread (built code only). */
+// From `dist/` the thread is JavaScript; under tsx/vitest it is the TypeScript source, loaded after registering
+// tsx's loader in the thread (as fhirpath-pool.ts does).
+function threadEntry(): { file: URL | string; eval: boolean } {
+  if (!import.meta.url.endsWith('.ts'))
+    return { file: new URL('./pglite-thread.js', import.meta.url), eval: false };
+  const tsxApi = createRequire(import.meta.url)
+    .resolve('tsx/esm/api')
+    .replace(/index\.cjs$/, 'index.mjs');
+  const thread = new URL('./pglite-thread.ts', import.meta.url).href;
+  const code = `import(${JSON.stringify(pathToFileURL(tsxApi).href)}).then((m) => { m.register(); return import(${JSON.stringify(thread)}); })`;
+  return { file: code, eval: true };
+}
+
+/** Opens the embedded PGlite database of `<dataDir>/pglite` (or in memory) in a worker thread. */
 export async function openPgliteWorker(dataDir: string | null): Promise<Db> {
   let release: (() => void) | undefined;
   if (dataDir) {
     fs.mkdirSync(dataDir, { recursive: true });
     release = acquireDirLock(dataDir);
   }
-  const worker = new Worker(new URL('./pglite-thread.js', import.meta.url), {
+  const entry = threadEntry();
+  const worker = new Worker(entry.file, {
+    eval: entry.eval,
     workerData: { dir: dataDir ? path.join(dataDir, 'pglite') : null },
   });
   const pending = new Map<number, Pending>();
