@@ -32,7 +32,10 @@ import { createCsvRuntime } from './fhir/csv/runtime.js';
 /** The embedded database of `dataDir`: PostgreSQL binaries by default, PGlite when configured (or moved from). */
 async function openEmbedded(config: Config, log: Logger): Promise<{ db: Db; requestDb: Db }> {
   if (config.embeddedEngine !== 'postgres') {
-    log.info({ dataDir: config.dataDir, engine: config.embeddedEngine }, 'using the embedded database (PGlite)');
+    log.info(
+      { dataDir: config.dataDir, engine: config.embeddedEngine },
+      'using the embedded database (PGlite)',
+    );
     const db =
       config.embeddedEngine === 'pglite'
         ? await openPglite(config.dataDir)
@@ -49,7 +52,8 @@ async function openEmbedded(config: Config, log: Logger): Promise<{ db: Db; requ
   } catch (err) {
     // Where PostgreSQL cannot run (no binaries for this platform, or root in a private directory) and has no data
     // yet, PGlite serves instead; a later start where it can run moves the data into it.
-    const unusable = err instanceof EmbeddedPostgresUnavailableError || err instanceof EmbeddedPostgresAccessError;
+    const unusable =
+      err instanceof EmbeddedPostgresUnavailableError || err instanceof EmbeddedPostgresAccessError;
     if (!unusable || hasEmbeddedPostgres(config.dataDir)) throw err;
     log.warn({ reason: err.message }, 'embedded PostgreSQL cannot run here; using PGlite instead');
     return openEmbedded({ ...config, embeddedEngine: 'pglite' }, log);
