@@ -41,9 +41,35 @@ async function binaries(): Promise<Binaries> {
   try {
     const m = (await import(pkg)) as Partial<Binaries>;
     if (!m.postgres || !m.initdb || !fs.existsSync(m.postgres)) throw new Error('binaries missing');
+    linkLibraries(path.resolve(path.dirname(m.postgres), '..', '..'));
     return { postgres: m.postgres, initdb: m.initdb };
   } catch (err) {
     throw new EmbeddedPostgresUnavailableError(pkg, err);
+  }
+}
+
+/**
+ * The packages list the shared libraries' symbolic links (libicuuc.so.60 → libicuuc.so.60.2) in
+ * `native/pg-symlinks.json` and make them in an install script; where scripts did not run (`--ignore-scripts`, an
+ * npm that asks before running them), they are made here. A read-only directory is left as it is.
+ */
+function linkLibraries(pkgDir: string): void {
+  let links: { source: string; target: string }[];
+  try {
+    links = JSON.parse(
+      fs.readFileSync(path.join(pkgDir, 'native', 'pg-symlinks.json'), 'utf8'),
+    ) as typeof links;
+  } catch {
+    return;
+  }
+  for (const { source, target } of links) {
+    const to = path.join(pkgDir, target);
+    if (fs.existsSync(to)) continue;
+    try {
+      fs.symlinkSync(path.relative(path.dirname(to), path.join(pkgDir, source)), to);
+    } catch {
+      // not writable: PostgreSQL's start then says what it misses
+    }
   }
 }
 
