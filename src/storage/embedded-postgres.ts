@@ -255,9 +255,10 @@ export async function startEmbeddedPostgres(
         );
       }
       await stopLeftover(pgdata);
-      // A Unix socket path is at most ~107 bytes; a deep data directory gets a private socket directory in /tmp.
+      // A Unix socket path is at most ~107 bytes, and the setting is a comma-separated list: a deep data directory,
+      // or one with unusual characters in its path, gets a private socket directory under the temporary directory.
       let socketDir = pgdata;
-      if (Buffer.byteLength(path.join(pgdata, '.s.PGSQL.5432.lock')) > 100) {
+      if (Buffer.byteLength(path.join(pgdata, '.s.PGSQL.5432.lock')) > 100 || !/^[\w./-]+$/.test(pgdata)) {
         socketDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-pg-'));
         if (user) fs.chownSync(socketDir, user.uid, user.gid);
       }
