@@ -255,6 +255,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`Cinder failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  // PGlite throws plain objects; say what they hold rather than [object Object].
+  const why = err instanceof Error ? err.message : typeof err === 'object' ? JSON.stringify(err) : String(err);
+  process.stderr.write(`Cinder failed to start: ${why}\n`);
   process.exit(1);
 });
