@@ -256,7 +256,8 @@ async function main(): Promise<void> {
 
 main().catch((err: unknown) => {
   // PGlite throws plain objects; say what they hold rather than [object Object].
-  const why = err instanceof Error ? err.message : typeof err === 'object' ? JSON.stringify(err) : String(err);
+  const why =
+    err instanceof Error ? err.message : typeof err === 'object' ? JSON.stringify(err) : String(err);
   process.stderr.write(`Cinder failed to start: ${why}\n`);
   process.exit(1);
 });
