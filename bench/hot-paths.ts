@@ -8,7 +8,8 @@
 // Environment (all optional):
 //   HOT_TARGETS   label=path/to/main.js,… builds to compare in one sitting (default `this=dist/main.js`), e.g.
 //                 `base=/tmp/speed-base/dist/main.js,this=dist/main.js`
-//   HOT_ENGINE    postgres (default; a fresh database per target on HOT_DATABASE_URL's server) or pglite
+//   HOT_ENGINE    postgres (default; a fresh database per target on HOT_DATABASE_URL's server), or an embedded
+//                 engine: embedded (PostgreSQL from npm, the default embedded engine), pglite or pglite-worker
 //   HOT_DATABASE_URL  admin connection (default postgres://postgres@127.0.0.1:5432/postgres)
 //   HOT_CONFIG    JSON merged into each server's configuration, e.g. '{"logLevel":"info"}'
 //   HOT_CONFIG_<label>  JSON merged into that target's configuration only, e.g. HOT_CONFIG_quiet='{"requestLog":"none"}'
@@ -180,6 +181,7 @@ async function measureAll(targets: Loaded[]): Promise<Row[]> {
 
 async function main(): Promise<void> {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-hot-'));
+  fs.chmodSync(work, 0o755); // reachable by the embedded PostgreSQL's user when run as root
   const extra = JSON.parse(process.env.HOT_CONFIG ?? '{}') as Record<string, unknown>;
   const stdout = fs.openSync(process.env.HOT_LOG_FILE ?? '/dev/null', 'a');
   const prof = process.env.HOT_CPU_PROF;
@@ -188,8 +190,11 @@ async function main(): Promise<void> {
   try {
     for (const [i, t] of TARGETS.entries()) {
       const env: Record<string, string> =
-        ENGINE === 'pglite'
-          ? { DATA_DIR: path.join(work, `data-${i}`) }
+        ENGINE !== 'postgres'
+          ? {
+              DATA_DIR: path.join(work, `data-${i}`),
+              EMBEDDED_ENGINE: ENGINE === 'embedded' ? 'postgres' : ENGINE,
+            }
           : { DATABASE_URL: await freshDatabase(`cinder_hot_${i}`), DATA_DIR: path.join(work, `files-${i}`) };
       const own = JSON.parse(process.env[`HOT_CONFIG_${t.label}`] ?? '{}') as Record<string, unknown>;
       const server = await startServer(

@@ -1,6 +1,7 @@
 // npm run bench: loads 10,000 Patients (batch Bundles of 100) and the 88 Synthea transaction Bundles, then measures
-// read by id, search by family and create over loopback with autocannon (10 connections), on the embedded database
-// and on PostgreSQL (when BENCH_DATABASE_URL or the local server is reachable). Figures are medians of 3 runs, with
+// read by id, search by family and create over loopback with autocannon (10 connections), on each embedded engine
+// of BENCH_EMBEDDED and on PostgreSQL (when BENCH_DATABASE_URL or the local server is reachable; BENCH_POSTGRES=0
+// skips it), with each engine's start time and memory (idle, peak). Figures are medians of 3 runs, with
 // the ratio to /healthcheck (one SELECT 1) measured in the same go as a baseline; peak RSS is the server's VmHWM.
 // On PostgreSQL it then times bulk $export of 100,000 Patients and cancel-to-stop (bench/export.ts; BENCH_EXPORT=0 skips),
 // and CSV: `$csv` of 1000 Patients with 2 connections, and the CSV bulk export (bench/csv.ts; BENCH_CSV=0 skips).
@@ -22,6 +23,11 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 const CONNECTIONS = 10;
 const PATIENTS = Number(process.env.BENCH_PATIENTS ?? 10_000);
+/**
+ * The embedded engines to measure (config `embeddedEngine`), comma-separated: `postgres` (the default: PostgreSQL
+ * binaries from npm), `pglite` (PGlite on the event loop), `pglite-worker` (PGlite in a worker thread).
+ */
+const EMBEDDED = (process.env.BENCH_EMBEDDED ?? 'postgres,pglite').split(',').filter(Boolean);
 /** Concurrent clients loading Bundles (both cores of the machine work; a single client leaves one idle). */
 const LOADERS = Number(process.env.BENCH_LOADERS ?? 4);
 
@@ -141,6 +147,39 @@ async function benchEngine(
   notes: string[],
   idp: MockIdp,
 ): Promise<void> {
+  const idleMb = server.treeMb();
+  let peakTreeMb = idleMb;
+  const sampler = setInterval(() => (peakTreeMb = Math.max(peakTreeMb, server.treeMb())), 500);
+  try {
+    await benchRequests(engine, server, rows, notes, idp);
+  } finally {
+    clearInterval(sampler);
+  }
+  memory.push({
+    engine,
+    'start s': Number(server.startSeconds.toFixed(2)),
+    'idle MB (PSS, with children)': idleMb,
+    'peak MB (PSS, with children)': peakTreeMb,
+    'peak RSS MB (Node process)': server.peakRssMb(),
+  });
+}
+
+interface MemoryRow {
+  engine: string;
+  'start s': number;
+  'idle MB (PSS, with children)': number;
+  'peak MB (PSS, with children)': number;
+  'peak RSS MB (Node process)': number;
+}
+const memory: MemoryRow[] = [];
+
+async function benchRequests(
+  engine: string,
+  server: RunningServer,
+  rows: Row[],
+  notes: string[],
+  idp: MockIdp,
+): Promise<void> {
   const base = server.base;
   const token = await login(base);
   const auth = { authorization: `Bearer ${token}` };
@@ -228,7 +267,6 @@ async function benchEngine(
   }
   rows.push({ engine, ...baseline, ratio: '1.00' });
   for (const t of tests) rows.push({ engine, ...t, ratio: (t.reqPerSec / baseline.reqPerSec).toFixed(2) });
-  notes.push(`${engine}: server peak RSS ${server.peakRssMb()} MB`);
 }
 
 async function main(): Promise<void> {
@@ -236,14 +274,23 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   const notes: string[] = [];
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-bench-'));
+  // The embedded PostgreSQL of a server run as root runs as another user, who must reach the data directories.
+  fs.chmodSync(work, 0o755);
   const idp = await startMockIdp();
   const providers = { externalAuthProviders: [{ issuer: idp.issuer, userInfoUrl: idp.userInfoUrl }] };
   try {
-    const embedded = await startServer({ DATA_DIR: path.join(work, 'data') }, work, providers);
-    try {
-      await benchEngine('pglite', embedded, rows, notes, idp);
-    } finally {
-      await embedded.stop();
+    // Each embedded engine on its own data directory, loaded with the same data.
+    for (const engine of EMBEDDED) {
+      const embedded = await startServer(
+        { DATA_DIR: path.join(work, `data-${engine}`), EMBEDDED_ENGINE: engine },
+        work,
+        providers,
+      );
+      try {
+        await benchEngine(`embedded ${engine}`, embedded, rows, notes, idp);
+      } finally {
+        await embedded.stop();
+      }
     }
     const adminUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
     const client = new pg.Client({ connectionString: adminUrl });
@@ -260,7 +307,7 @@ async function main(): Promise<void> {
     } finally {
       await client.end().catch(() => undefined);
     }
-    if (pgUrl) {
+    if (pgUrl && process.env.BENCH_POSTGRES !== '0') {
       const server = await startServer(
         { DATABASE_URL: pgUrl, DATA_DIR: path.join(work, 'pg-files') },
         work,
@@ -296,6 +343,7 @@ async function main(): Promise<void> {
       'non-2xx/errors': r.errors,
     })),
   );
+  console.table(memory);
   for (const n of notes) console.log(`- ${n}`);
 }
 

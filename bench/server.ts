@@ -10,6 +10,11 @@ export interface RunningServer {
   base: string;
   pid: number;
   child: ChildProcess;
+  /** Seconds from spawn to the first healthy /healthcheck. */
+  startSeconds: number;
+  /** Memory now of the server process and its children (the embedded PostgreSQL), as PSS in MB. */
+  treeMb(): number;
+  /** Highest resident memory (VmHWM) of the server process itself in MB. */
   peakRssMb(): number;
   stop(): Promise<void>;
 }
@@ -33,25 +38,29 @@ export async function startServer(
   const configFile = path.join(workDir, 'cinder.json');
   fs.writeFileSync(configFile, JSON.stringify({ admin: ADMIN, logLevel: 'warn', ...extraConfig }));
   const main = path.resolve(opts.main ?? 'dist/main.js');
+  const spawned = performance.now();
   const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), main], {
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', CINDER_CONFIG: configFile },
     stdio: ['ignore', opts.stdout ?? 'inherit', 'inherit'],
   });
   const base = `http://127.0.0.1:${port}/`;
-  for (let i = 0; ; i++) {
+  for (;;) {
     if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}`);
     try {
       if ((await fetch(`${base}healthcheck`)).ok) break;
     } catch {
       // not yet listening
     }
-    if (i > 600) throw new Error('server did not start');
-    await new Promise((r) => setTimeout(r, 100));
+    if (performance.now() - spawned > 120_000) throw new Error('server did not start');
+    await new Promise((r) => setTimeout(r, 20));
   }
+  const startSeconds = (performance.now() - spawned) / 1000;
   return {
     base,
     pid: child.pid as number,
     child,
+    startSeconds,
+    treeMb: () => treePssMb(child.pid as number),
     peakRssMb() {
       const status = fs.readFileSync(`/proc/${child.pid}/status`, 'utf8');
       const kb = Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0);
@@ -62,6 +71,27 @@ export async function startServer(
       await new Promise((r) => (child.exitCode !== null ? r(null) : child.on('exit', r)));
     },
   };
+}
+
+/**
+ * Memory of a process and its descendants (the embedded PostgreSQL's processes are Cinder's children) in MB, as
+ * PSS: pages shared between processes (PostgreSQL's shared buffers) are divided among them instead of counted in
+ * each one's RSS.
+ */
+function treePssMb(pid: number): number {
+  let kb = 0;
+  const visit = (p: number): void => {
+    try {
+      const rollup = fs.readFileSync(`/proc/${p}/smaps_rollup`, 'utf8');
+      kb += Number(/\nPss:\s+(\d+)/.exec(rollup)?.[1] ?? 0);
+      const children = fs.readFileSync(`/proc/${p}/task/${p}/children`, 'utf8').trim();
+      for (const c of children ? children.split(/\s+/) : []) visit(Number(c));
+    } catch {
+      // gone
+    }
+  };
+  visit(pid);
+  return Math.round(kb / 1024);
 }
 
 export async function login(base: string): Promise<string> {

@@ -11,6 +11,14 @@ import type { Db } from './storage/db.js';
 import { DirLockedError } from './storage/dir-lock.js';
 import { migrate } from './storage/migrate.js';
 import { openPglite } from './storage/pglite.js';
+import { openPgliteWorker } from './storage/pglite-worker.js';
+import {
+  EmbeddedPostgresAccessError,
+  EmbeddedPostgresUnavailableError,
+  hasEmbeddedPostgres,
+  startEmbeddedPostgres,
+} from './storage/embedded-postgres.js';
+import { moveFromPglite, pgliteToMove } from './storage/from-pglite.js';
 import { openPostgres } from './storage/postgres.js';
 import { localSignals, postgresSignals } from './storage/signals.js';
 import { openCache } from './storage/cache/index.js';
@@ -21,13 +29,70 @@ import { contextLogger } from './http/plugins/request-log.js';
 import { defaultKinds } from './jobs/kinds/index.js';
 import { createCsvRuntime } from './fhir/csv/runtime.js';
 
-async function openDatabase(config: Config, log: Logger): Promise<Db> {
-  if (!config.databaseUrl) {
-    log.info({ dataDir: config.dataDir }, 'using the embedded database (PGlite)');
-    const db = await openPglite(config.dataDir);
+/** The embedded database of `dataDir`: PostgreSQL binaries by default, PGlite when configured (or moved from). */
+async function openEmbedded(config: Config, log: Logger): Promise<{ db: Db; requestDb: Db }> {
+  if (config.embeddedEngine !== 'postgres') {
+    log.info(
+      { dataDir: config.dataDir, engine: config.embeddedEngine },
+      'using the embedded database (PGlite)',
+    );
+    const db =
+      config.embeddedEngine === 'pglite'
+        ? await openPglite(config.dataDir)
+        : await openPgliteWorker(config.dataDir);
     await migrate(db);
-    return db;
+    return { db, requestDb: db };
   }
+  let server;
+  try {
+    server = await startEmbeddedPostgres(config.dataDir, {
+      poolSize: config.databasePoolSize,
+      onError: (err) => log.error({ err: err.message }, 'embedded PostgreSQL error'),
+    });
+  } catch (err) {
+    // Where PostgreSQL cannot run (no binaries for this platform, or root in a private directory) and has no data
+    // yet, PGlite serves instead; a later start where it can run moves the data into it.
+    const unusable =
+      err instanceof EmbeddedPostgresUnavailableError || err instanceof EmbeddedPostgresAccessError;
+    if (!unusable || hasEmbeddedPostgres(config.dataDir)) throw err;
+    log.warn({ reason: err.message }, 'embedded PostgreSQL cannot run here; using PGlite instead');
+    return openEmbedded({ ...config, embeddedEngine: 'pglite' }, log);
+  }
+  const db = server.db;
+  try {
+    log.info(
+      { dataDir: config.dataDir, startSeconds: Number(server.startSeconds.toFixed(2)) },
+      'using the embedded database (PostgreSQL)',
+    );
+    if (pgliteToMove(config.dataDir)) {
+      log.warn(
+        { dataDir: config.dataDir },
+        'moving the PGlite database of dataDir into the embedded PostgreSQL (once; this may take a while)',
+      );
+      const moved = await moveFromPglite(config.dataDir, db);
+      log.warn(
+        moved,
+        `moved ${moved.rows} rows of ${moved.tables} tables from PGlite; the old directory is kept as ${moved.backup} and can be deleted`,
+      );
+    }
+    await migrate(db);
+    // Requests get their own pool whose statements stop at statementTimeout, as on PostgreSQL.
+    const requestDb =
+      config.statementTimeout > 0
+        ? await server.openPool({
+            connectTimeoutMs: config.databaseConnectTimeout,
+            statementTimeoutMs: config.statementTimeout,
+          })
+        : db;
+    return { db, requestDb };
+  } catch (err) {
+    await db.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+async function openDatabase(config: Config, log: Logger): Promise<{ db: Db; requestDb: Db }> {
+  if (!config.databaseUrl) return openEmbedded(config, log);
   // PostgreSQL may come up after us (containers, restarts): retry with backoff, saying so.
   for (let attempt = 1; ; attempt++) {
     const db = await openPostgres(config.databaseUrl, {
@@ -38,7 +103,18 @@ async function openDatabase(config: Config, log: Logger): Promise<Db> {
     try {
       await migrate(db);
       log.info('using PostgreSQL');
-      return db;
+      // On PostgreSQL, requests get their own pool whose statements stop at statementTimeout; migrations and jobs
+      // keep the first pool, without a limit (a job's chunk or a migration may rightly take longer).
+      const requestDb =
+        config.statementTimeout > 0
+          ? await openPostgres(config.databaseUrl, {
+              max: config.databasePoolSize,
+              connectTimeoutMs: config.databaseConnectTimeout,
+              statementTimeoutMs: config.statementTimeout,
+              onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL client error'),
+            })
+          : db;
+      return { db, requestDb };
     } catch (err) {
       await db.close().catch(() => undefined);
       if (attempt >= 30) throw err;
@@ -65,26 +141,20 @@ async function main(): Promise<void> {
   }
   const log: Logger = pino({ level: config.logLevel, base: { service: 'cinder' } });
   let db: Db;
+  let requestDb: Db;
   try {
-    db = await openDatabase(config, log);
+    ({ db, requestDb } = await openDatabase(config, log));
   } catch (err) {
-    if (err instanceof DirLockedError) {
+    if (
+      err instanceof DirLockedError ||
+      err instanceof EmbeddedPostgresUnavailableError ||
+      err instanceof EmbeddedPostgresAccessError
+    ) {
       log.fatal(err.message);
       process.exit(1);
     }
     throw err;
   }
-  // On PostgreSQL, requests get their own pool whose statements stop at statementTimeout; migrations and jobs keep
-  // the first pool, without a limit (a job's chunk or a migration may rightly take longer).
-  const requestDb =
-    config.databaseUrl && config.statementTimeout > 0
-      ? await openPostgres(config.databaseUrl, {
-          max: config.databasePoolSize,
-          connectTimeoutMs: config.databaseConnectTimeout,
-          statementTimeoutMs: config.statementTimeout,
-          onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL client error'),
-        })
-      : db;
   const fhirBase = `${config.baseUrl}fhir/R4`;
   const boot = await ensureSuperAdmin(
     db,
@@ -118,7 +188,7 @@ async function main(): Promise<void> {
     timeoutMs: config.redisTimeout,
     log: contextLogger(log as unknown as FastifyBaseLogger),
   });
-  const files = fileStoreFor(db, config.dataDir);
+  const files = fileStoreFor(db, config.dataDir, !config.databaseUrl);
   // One FHIRPath worker pool for `$csv` requests and CSV export jobs alike.
   const csv = createCsvRuntime({ fhirpathTimeout: config.fhirpathTimeout });
   const app = await buildApp({
@@ -189,6 +259,9 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`Cinder failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  // PGlite throws plain objects; say what they hold rather than [object Object].
+  const why =
+    err instanceof Error ? err.message : typeof err === 'object' ? JSON.stringify(err) : String(err);
+  process.stderr.write(`Cinder failed to start: ${why}\n`);
   process.exit(1);
 });

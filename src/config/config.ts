@@ -19,6 +19,7 @@ export const configSchema = z
     host: z.string().min(1).default('0.0.0.0'),
     baseUrl: url.optional(),
     dataDir: z.string().min(1).default('./data'),
+    embeddedEngine: z.enum(['postgres', 'pglite', 'pglite-worker']).default('postgres'),
     databaseUrl: z
       .string()
       .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
@@ -164,6 +165,7 @@ const ENV_KEYS: Record<string, string> = {
   BASE_URL: 'baseUrl',
   DATA_DIR: 'dataDir',
   DATABASE_URL: 'databaseUrl',
+  EMBEDDED_ENGINE: 'embeddedEngine',
   REDIS_URL: 'redisUrl',
   LOG_LEVEL: 'logLevel',
   REQUEST_LOG: 'requestLog',

@@ -95,7 +95,10 @@ export function dbFileStore(db: Queryable): FileStore {
   };
 }
 
-/** Where job files live: in PostgreSQL when that is the database (every instance reaches it), else under `dataDir`. */
-export function fileStoreFor(db: Db, dataDir: string): FileStore {
-  return db.kind === 'postgres' ? dbFileStore(db) : localFileStore(path.join(dataDir, 'files'));
+/**
+ * Where job files live: in PostgreSQL when that is a shared database (every instance reaches it), else (the
+ * embedded database, one process) under `dataDir`.
+ */
+export function fileStoreFor(db: Db, dataDir: string, embedded = db.kind !== 'postgres'): FileStore {
+  return embedded ? localFileStore(path.join(dataDir, 'files')) : dbFileStore(db);
 }

