@@ -215,7 +215,8 @@ async function measure(all: Map<string, Options>): Promise<Map<string, Result[]>
  * execution and planning ms): the part of a search that grows with the data, apart from HTTP and the machine's load.
  */
 async function dbTimes(url: string, ids: string[]): Promise<Record<string, string>> {
-  const client = new pg.Client({ connectionString: url });
+  // As Cinder's own sessions run (storage/postgres.ts): without parallel query.
+  const client = new pg.Client({ connectionString: url, options: '-c max_parallel_workers_per_gather=0' });
   await client.connect();
   try {
     const project = (
