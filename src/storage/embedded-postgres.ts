@@ -95,13 +95,66 @@ function reaches(user: { uid: number; gid: number }, paths: string[]): boolean {
  * can be reached, not listed; PostgreSQL's own directory stays 0700). Anything else unreachable is an error naming
  * the path: PostgreSQL is then not usable here.
  */
-function checkAccess(user: { uid: number; gid: number }, bin: Binaries, dataDir: string): void {
+function checkAccess(user: { uid: number; gid: number }, bin: Binaries, dataDir: string): Binaries {
   const dir = path.resolve(dataDir);
-  if (!reaches(user, [bin.postgres])) throw new EmbeddedPostgresAccessError(user.uid, bin.postgres);
-  if (reaches(user, [dir])) return;
+  const usable = reaches(user, [bin.postgres]) ? bin : reachableCopy(bin);
+  if (!reaches(user, [usable.postgres])) throw new EmbeddedPostgresAccessError(user.uid, usable.postgres);
+  if (reaches(user, [dir])) return usable;
   if (!reaches(user, [path.dirname(dir)])) throw new EmbeddedPostgresAccessError(user.uid, dir);
   fs.chmodSync(dir, fs.statSync(dir).mode | 0o001);
   if (!reaches(user, [dir])) throw new EmbeddedPostgresAccessError(user.uid, dir);
+  return usable;
+}
+
+/** A directory root made and nobody else may change: safe to run programs from. */
+function rootOwned(dir: string): boolean {
+  try {
+    const st = fs.lstatSync(dir);
+    return st.isDirectory() && st.uid === 0 && (st.mode & 0o022) === 0;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The binaries, copied where PostgreSQL's user can reach them: running as root from a private directory (a checkout
+ * under /root, or in a mkdtemp folder), `node_modules` is out of reach of `nobody`. The package's `native` folder
+ * (~60 MB) is copied once per package version into `<tmpdir>/cinder-postgres-<version>/native`, owned by root and
+ * writable by root only, and reused while it stays so; a folder of that name that is not is never used (a fresh one
+ * is made).
+ */
+function reachableCopy(bin: Binaries): Binaries {
+  const native = path.resolve(path.dirname(bin.postgres), '..');
+  let version = 'unknown';
+  try {
+    version = (
+      JSON.parse(fs.readFileSync(path.join(native, '..', 'package.json'), 'utf8')) as { version: string }
+    ).version;
+  } catch {
+    // the package without its package.json: one shared name still works, checked as below
+  }
+  const rel = (p: string): string => path.relative(path.dirname(native), p);
+  const at = (dir: string): Binaries => ({
+    postgres: path.join(dir, rel(bin.postgres)),
+    initdb: path.join(dir, rel(bin.initdb)),
+  });
+  const shared = path.join(os.tmpdir(), `cinder-postgres-${version.replace(/[^A-Za-z0-9.-]/g, '_')}`);
+  if (rootOwned(shared) && fs.existsSync(path.join(shared, '.complete'))) return at(shared);
+  const fresh = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-postgres-'));
+  fs.cpSync(native, path.join(fresh, 'native'), { recursive: true, verbatimSymlinks: true });
+  fs.chmodSync(fresh, 0o755);
+  linkLibraries(fresh);
+  fs.writeFileSync(path.join(fresh, '.complete'), '');
+  try {
+    // Kept for the next start when the shared name is free; otherwise this start uses its own copy.
+    if (!fs.existsSync(shared)) {
+      fs.renameSync(fresh, shared);
+      return at(shared);
+    }
+  } catch {
+    // another process took the name first
+  }
+  return at(fresh);
 }
 
 /** PostgreSQL's user cannot reach its binary or the data directory (Cinder runs as root in a private directory). */
@@ -230,14 +283,14 @@ export async function startEmbeddedPostgres(
   lock = true,
 ): Promise<EmbeddedPostgres> {
   const started = performance.now();
-  const bin = await binaries();
+  let bin = await binaries();
   fs.mkdirSync(dataDir, { recursive: true });
   const release = lock ? acquireDirLock(dataDir) : undefined;
   let child: ChildProcess | undefined;
   try {
     const pgdata = path.resolve(dataDir, POSTGRES_SUBDIR);
     const user = serverUser(dataDir);
-    if (user) checkAccess(user, bin, dataDir);
+    if (user) bin = checkAccess(user, bin, dataDir);
     const logFile = opts.logFile ?? path.join(dataDir, 'postgres.log');
     // The log holds start-up, shutdown and errors only; keep the last run's when it grew large.
     if (fs.existsSync(logFile) && fs.statSync(logFile).size > 10 * 1024 * 1024)
