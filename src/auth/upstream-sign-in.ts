@@ -6,8 +6,7 @@
 // Both URLs the server fetches are a tenant's choice: they go through the outbound rule. Every failure after the app's
 // redirect URI is trusted goes back to the app as one `access_denied`; its cause goes to the log only.
 import { createHash } from 'node:crypto';
-import { generateSecret } from '../fhir/repository/secrets.js';
-import { readIdpClientSecret } from '../fhir/repository/secrets.js';
+import { generateSecret, readIdpClientSecret } from '../fhir/repository/secrets.js';
 import { selectCurrent } from '../fhir/repository/store.js';
 import { issueCode, type AuthorizeStep } from './authorize-login.js';
 import {
@@ -56,14 +55,23 @@ export function upstreamProviderOf(client: Record<string, unknown>): UpstreamPro
   };
 }
 
-/** The identity provider of an active ClientApplication, for the sign-in page's button. */
+/** The identity provider of a live ClientApplication, with the client's project (where its users are found). */
+async function clientProvider(
+  deps: Pick<AuthDeps, 'db'>,
+  clientId: string,
+): Promise<{ provider: UpstreamProvider; projectId: string } | undefined> {
+  const row = await selectCurrent(deps.db, 'ClientApplication', clientId);
+  const provider =
+    row && !row.deleted ? upstreamProviderOf(JSON.parse(row.json) as Record<string, unknown>) : undefined;
+  return row && provider ? { provider, projectId: row.project_id } : undefined;
+}
+
+/** The identity provider of a live ClientApplication, for the sign-in page's button. */
 export async function upstreamProvider(
   deps: Pick<AuthDeps, 'db'>,
   clientId: string,
 ): Promise<UpstreamProvider | undefined> {
-  const row = await selectCurrent(deps.db, 'ClientApplication', clientId);
-  if (!row || row.deleted) return undefined;
-  return upstreamProviderOf(JSON.parse(row.json) as Record<string, unknown>);
+  return (await clientProvider(deps, clientId))?.provider;
 }
 
 /** The button was pressed: the browser goes to the provider, with a fresh state and PKCE challenge. */
@@ -168,19 +176,16 @@ export async function finishUpstream(
     await endTransaction(deps.db, deps, p);
     return errorRedirect(p, 'access_denied', 'Signing in through the identity provider failed');
   };
-  const provider = await upstreamProvider(deps, p.clientId);
-  if (!provider) return deny('the client has no identity provider any more');
+  const client = await clientProvider(deps, p.clientId);
+  if (!client) return deny('the client has no identity provider any more');
   if (q.error !== undefined || !q.code)
     return deny('the provider answered no code', { error: q.error?.slice(0, 64) });
-  const row = await selectCurrent(deps.db, 'ClientApplication', p.clientId);
-  if (!row) return deny('the client is gone');
+  const { provider, projectId } = client;
   try {
     const token = await redeemCode(deps, provider, p, q.code, callbackUrl, opts);
-    const { m } = await identify(deps, row.project_id, provider, token, opts);
+    const { m } = await identify(deps, projectId, provider, token, opts);
     const userRef = m.user_ref ?? '';
-    const usable = (await activeMembershipsOfUser(deps.db, userRef, row.project_id)).find(
-      (x) => x.id === m.id,
-    );
+    const usable = (await activeMembershipsOfUser(deps.db, userRef, projectId)).find((x) => x.id === m.id);
     if (!userRef.startsWith('User/') || !usable) throw failed('the membership cannot be logged in through');
     return await issueCode(deps, p, userRef.slice('User/'.length), usable);
   } catch (err) {

@@ -324,8 +324,8 @@ export async function startEmbeddedPostgres(
         max_connections: String(2 * poolSize + 10),
         shared_buffers: '128MB',
         log_checkpoints: 'off',
-        // Child processes of PostgreSQL are named after Cinder's data directory in `ps`.
-        cluster_name: `cinder`,
+        // PostgreSQL's processes show as `postgres: cinder: …` in `ps`.
+        cluster_name: 'cinder',
       };
       const args = Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
       child = spawn('/bin/sh', ['-c', WRAPPER, 'cinder-postgres', bin.postgres, '-D', pgdata, ...args], {
