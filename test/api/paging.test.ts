@@ -99,6 +99,79 @@ describe.each(testDatabases())('search paging on $name', (database) => {
     }
   });
 
+  it('orders a string search without _sort by the matched value: each match once, on every page, both ways', async () => {
+    // Families sharing a prefix; ties on one value; a Patient with two matching names (taken at its smaller
+    // one); a Patient whose given and family both match `name=` (once).
+    const p = `Drv${Date.now()}`;
+    const people = [
+      { family: `${p}c`, given: ['A'] },
+      { family: `${p}a`, given: ['B'] },
+      { family: `${p}b`, given: ['C'] },
+      { family: `${p}a`, given: ['D'] },
+      { family: `${p}d`, given: [`${p}x`] },
+      { family: `${p}a`, given: ['E'] },
+    ];
+    const res = await postBundle(ctx.t, ctx.token, 'transaction', [
+      ...people.map((n) => createEntry({ resourceType: 'Patient', name: [n] })),
+      createEntry({
+        resourceType: 'Patient',
+        name: [
+          { family: `${p}zz`, given: ['F'] },
+          { family: `${p}b`, given: ['G'] },
+        ],
+      }),
+    ]);
+    expect(res.statusCode).toBe(200);
+    // Another project's Patient with the same prefix is never on these pages.
+    const other = (await ctx.t.newProject()).adminToken;
+    const theirs = await ctx.t.request({
+      method: 'POST',
+      url: `${ctx.t.fhir}/Patient`,
+      token: other,
+      payload: { resourceType: 'Patient', name: [{ family: `${p}a` }] },
+    });
+    expect(theirs.statusCode).toBe(201);
+    const theirId = (theirs.json() as { id: string }).id;
+
+    type Named = { id: string; name: { family: string; given?: string[] }[] };
+    const families = (b: Bundle): string[] =>
+      ((b.entry ?? []) as unknown as { resource: Named }[]).map(
+        (e) => e.resource.name.map((n) => n.family).sort()[0] as string,
+      );
+    for (const param of ['family', 'name']) {
+      const base = `${ctx.t.fhir}/Patient?${param}=${p}`;
+      const whole = await get(`${base}&_count=100`);
+      expect(ids(whole), param).toHaveLength(7);
+      expect(new Set(ids(whole)).size).toBe(7);
+      expect(ids(whole)).not.toContain(theirId);
+      // In the order of the (smallest) matched value.
+      const fams = families(whole);
+      expect(fams, param).toEqual([...fams].sort());
+      expect(fams[0]).toBe(`${p}a`);
+      // Pages of 2 forwards, then back from the last one: the same rows, each once.
+      const pages: Bundle[] = [await get(`${base}&_count=2`)];
+      for (let next = link(pages[pages.length - 1] as Bundle, 'next'); next;) {
+        const page = await get(next);
+        pages.push(page);
+        next = link(page, 'next');
+      }
+      expect(pages.flatMap(ids), param).toEqual(ids(whole));
+      let page = pages[pages.length - 1] as Bundle;
+      for (let i = pages.length - 2; i >= 0; i--) {
+        page = await get(link(page, 'previous') as string);
+        expect(ids(page), `${param} page ${i}`).toEqual(ids(pages[i] as Bundle));
+      }
+      // _offset pages agree, and :exact keeps to one value.
+      expect(ids(await get(`${base}&_count=3&_offset=3`))).toEqual(ids(whole).slice(3, 6));
+    }
+    const exact = await get(`${ctx.t.fhir}/Patient?family:exact=${p}a&_count=1`);
+    expect(exact.entry).toHaveLength(1);
+    const rest = await get(link(exact, 'next') as string);
+    const third = await get(link(rest, 'next') as string);
+    expect(link(third, 'next')).toBeUndefined();
+    expect(new Set([...ids(exact), ...ids(rest), ...ids(third)]).size).toBe(3);
+  });
+
   it('pages history with first, previous and next links', async () => {
     const id = all[0] as string;
     for (let v = 0; v < 4; v++) {

@@ -58,6 +58,9 @@ export async function csvExport(
     // Elements no column reads stay in storage when that is known (less to send and parse).
     const req: SearchRequest = {
       ...parsed,
+      // Rows come oldest `meta.lastUpdated` first unless `_sort` says otherwise (a search's own default may differ).
+      sort:
+        parsed.sort.length > 0 ? parsed.sort : [{ code: '_lastUpdated', type: 'date', descending: false }],
       count: CSV_MAX_ROWS,
       ...(table.omit ? { omit: table.omit } : {}),
     };

@@ -1,6 +1,7 @@
 // Runs a SearchRequest: one query for the page, one for the total when asked, one per _include/_revinclude.
-// Paging is keyset-based (`_cursor`): the default order (last_updated, rid) and any `_sort` order (sort key values,
-// then rid). A row never appears twice or is skipped across pages unless its own sort values change in between;
+// Paging is keyset-based (`_cursor`): the default order (last_updated, rid; for a search with one string or
+// `system|code` token filter, that filter's index order: see drivingFilter in sql.ts) and any `_sort` order (sort
+// key values, then rid). A row never appears twice or is skipped across pages unless its own sort values change in between;
 // rows inserted meanwhile appear on a later page when they sort after the cursor. https://hl7.org/fhir/R4/search.html
 import type { Queryable } from '../../storage/db.js';
 import type { AccessScope } from '../types.js';

@@ -175,6 +175,25 @@ describe.runIf(postgres)(`${PATIENTS} patients on PostgreSQL`, () => {
     expect(found.matches.map((m) => m.id)).toContain('perf-37');
   });
 
+  it('reads a page of a one-filter string or token search straight off its index, with no sort of the matches', async () => {
+    // A prefix one Patient in 16 matches, and a tag every one has: the page must not read them all.
+    for (const query of [
+      { family: 'a', _count: '20' },
+      { _tag: 'https://example.org/tags|perf', _count: '20' },
+    ]) {
+      const req = parseSearchRequest('Patient', query);
+      const q = searchSql(req, scope);
+      const plan = (
+        await db.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, COSTS OFF) ${q.text}`, q.values)
+      ).rows
+        .map((r) => r['QUERY PLAN'])
+        .join('\n');
+      expect(plan, JSON.stringify(query)).not.toMatch(/\bSort\b/);
+      expect(plan, plan).toMatch(/sp_(string|token)_value/);
+      expect((await executeSearch(db, req, scope)).matches).toHaveLength(20);
+    }
+  });
+
   it('other common searches find their patients', async () => {
     const cases: Record<string, string>[] = [
       { birthdate: 'ge1990-01-01', _count: '20' },

@@ -291,8 +291,8 @@ function filterCondition(
   return `${a}.rid IN (SELECT ${x}.rid FROM ${table} ${x} WHERE ${test})`;
 }
 
-/** The WHERE clause of a search over alias `r`. */
-function whereClause(req: SearchRequest, scope: AccessScope, b: Builder): string {
+/** The WHERE clause of a search over alias `r` (without `skip`: the driving filter, tested on its own rows). */
+function whereClause(req: SearchRequest, scope: AccessScope, b: Builder, skip?: SearchFilter): string {
   const conds = [`r.resource_type = ${b.p(req.resourceType)}`, 'NOT r.deleted'];
   if (scope.projectId !== null) conds.push(`r.project_id = ${b.p(scope.projectId)}`);
   if (scope.author !== undefined)
@@ -307,7 +307,8 @@ function whereClause(req: SearchRequest, scope: AccessScope, b: Builder): string
   if (req.compartment) conds.push(compartmentCondition(req.compartment, b));
   const reach = patientCondition(scope, 'r', (v) => b.p(v), req.resourceType);
   if (reach) conds.push(reach);
-  for (const f of req.filters) conds.push(filterCondition(req.resourceType, f, 'r', b, scope));
+  for (const f of req.filters)
+    if (f !== skip) conds.push(filterCondition(req.resourceType, f, 'r', b, scope));
   return conds.join(' AND ');
 }
 
@@ -443,9 +444,11 @@ const contentText = (req: SearchRequest, b: Builder): string => contentJson('r',
  * cursor reads the rows before it in reverse order (the caller turns the page round).
  */
 export function searchSql(req: SearchRequest, scope: AccessScope, limit = req.count + 1): SqlQuery {
+  const sorted = req.sort.length > 0;
+  const driver = sorted ? undefined : drivingFilter(req, scope);
+  if (driver) return drivenSql(req, scope, driver, limit);
   const b = new Builder();
   const where = whereClause(req, scope, b);
-  const sorted = req.sort.length > 0;
   const back = req.cursor?.before === true;
   const forward: Keys = req.sort.map((k) => keyExpr(k, b));
   const keys = back ? reversedKeys(forward) : forward;
@@ -474,6 +477,98 @@ export function searchSql(req: SearchRequest, scope: AccessScope, limit = req.co
       names.map((n) => `p.${n}`),
       'p.rid',
     )}`;
+  return { text, values: b.values };
+}
+
+/**
+ * The filter whose index orders a search without `_sort`, when it has one: the first string filter with one value
+ * matched by prefix or `:exact`, else the first token filter with one `system|code` value. Such a value can match
+ * a fixed share of a growing table (`family=Smith`, `code=http://loinc.org|8302-2`); pages in `_lastUpdated` order
+ * would then read every match to find the first few, as PostgreSQL often estimates these matches too few to walk
+ * the `_lastUpdated` index instead. Pages come in the order of that filter's index: matched value (strings), then
+ * rid. A page is then read straight off the index, at the same cost at any table size. With other filters the
+ * search keeps the `_lastUpdated` order, where PostgreSQL starts from whichever filter it finds most selective.
+ */
+function drivingFilter(req: SearchRequest, scope: AccessScope): SearchFilter | undefined {
+  // Only as the search's one condition beyond its project: another filter, a compartment or a narrower scope
+  // may match far fewer rows, and the order of this index would then make PostgreSQL walk its matches to find them.
+  if (req.filters.length !== 1 || req.compartment || scope.author !== undefined || scope.memberProfiles)
+    return undefined;
+  if (scope.patient) return undefined;
+  const simple = (f: SearchFilter): boolean =>
+    !f.column && !f.chain && !f.has && f.missing === undefined && f.values.length === 1;
+  return (
+    req.filters.find(
+      (f) => simple(f) && f.type === 'string' && (f.modifier === undefined || f.modifier === 'exact'),
+    ) ??
+    req.filters.find((f) => {
+      const v = f.values[0];
+      return (
+        simple(f) &&
+        f.type === 'token' &&
+        f.modifier === undefined &&
+        v?.kind === 'token' &&
+        v.code !== undefined &&
+        v.system !== undefined &&
+        v.system !== ''
+      );
+    })
+  );
+}
+
+/**
+ * The page query in the order of the driving filter's index rows `d`: for a string, value_norm (in the index's byte
+ * order, text_pattern_ops) then rid; for a token (one system and code), rid. A resource with several matching rows
+ * (`name=jo` on given "John" and family "Jones") is taken at its first one only. The cursor's key is that value
+ * (strings; empty for tokens) and the rid.
+ */
+/**
+ * Row `e` (of the same resource and parameter as the driving row `d`) also matches and comes first. Written so
+ * that no condition fits the value index: the probe must go by rid (a handful of rows), as a value index scan would
+ * read every match of the search for each row of the page.
+ */
+function earlierMatch(f: SearchFilter, b: Builder): string {
+  const v = f.values[0] as FilterValue;
+  if (v.kind === 'token')
+    return 'e.value IS NOT DISTINCT FROM d.value AND e.system IS NOT DISTINCT FROM d.system AND e.ctid < d.ctid';
+  // `value_exact` determines `value_norm`, and the index has no `value_exact`.
+  if (f.modifier === 'exact') return 'e.value_exact = d.value_exact AND e.ctid < d.ctid';
+  const norm = normaliseString(v.kind === 'string' ? v.value : '');
+  return (
+    `left(e.value_norm, ${b.p([...norm].length, 'int')}) = ${b.p(norm)} ` +
+    'AND (e.value_norm ~<~ d.value_norm OR (e.value_norm = d.value_norm AND e.ctid < d.ctid))'
+  );
+}
+
+function drivenSql(req: SearchRequest, scope: AccessScope, f: SearchFilter, limit: number): SqlQuery {
+  const b = new Builder();
+  const where = whereClause(req, scope, b, f);
+  const table = TABLE[f.type] as string;
+  const rt = b.p(req.resourceType);
+  const code = b.p(f.code);
+  const test = (x: string): string =>
+    `${x}.resource_type = ${rt} AND ${x}.code = ${code} AND ${valueCondition(f, f.values[0] as FilterValue, x, b)}`;
+  const keyed = f.type === 'string';
+  const conds = [
+    test('d'),
+    `NOT EXISTS (SELECT 1 FROM ${table} e WHERE e.rid = d.rid AND e.resource_type = d.resource_type ` +
+      `AND e.code = d.code AND ${earlierMatch(f, b)})`,
+    where,
+  ];
+  // Forwards: ascending; a `before` cursor reads backwards.
+  const back = req.cursor?.before === true;
+  const [past, pastOrAt, ridPast, dir] = back ? ['~<~', '~<=~', '<', ' DESC'] : ['~>~', '~>=~', '>', ''];
+  if (req.cursor) {
+    const rid = `d.rid ${ridPast} ${b.p(req.cursor.rid, 'bigint')}`;
+    const v = keyed ? b.p(req.cursor.keys[0] ?? '') : '';
+    // `pastOrAt` alone bounds the index range; the rest resumes within the rows of the cursor's value.
+    conds.push(keyed ? `d.value_norm ${pastOrAt} ${v} AND (d.value_norm ${past} ${v} OR ${rid})` : rid);
+  }
+  const order = keyed ? `d.value_norm USING ${back ? '~>~' : '~<~'}, d.rid${dir}` : `d.rid${dir}`;
+  const text =
+    `SELECT r.rid, r.resource_type, r.id, ${contentText(req, b)} AS json, ${keyed ? 'd.value_norm' : "''"} AS k0 ` +
+    `FROM ${table} d JOIN resources r ON r.rid = d.rid WHERE ${conds.join(' AND ')} ` +
+    `ORDER BY ${order} LIMIT ${b.p(limit, 'int')}${offset(req, b)}`;
   return { text, values: b.values };
 }
 
