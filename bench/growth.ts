@@ -14,6 +14,8 @@
 //                        drops its own database `cinder_growth`
 //   GROWTH_RUNS, GROWTH_DURATION  rounds and seconds per measurement (default 3 × 5)
 //   GROWTH_ANALYZE       1 (default): ANALYZE after each load step, as autovacuum would soon after; 0 leaves it
+//   GROWTH_REUSE         1: measure the `cinder_growth` database a previous run left (migrated to this version by the
+//                        server's start), loading nothing: the same data before and after a change
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -31,6 +33,7 @@ const ADMIN_URL = process.env.GROWTH_DATABASE_URL ?? 'postgres://postgres@127.0.
 const RUNS = Number(process.env.GROWTH_RUNS ?? 3);
 const DURATION = Number(process.env.GROWTH_DURATION ?? 5);
 const ANALYZE = process.env.GROWTH_ANALYZE !== '0';
+const REUSE = process.env.GROWTH_REUSE === '1';
 const CONNECTIONS = 10;
 const BATCH = 500;
 const LOADERS = 4;
@@ -291,9 +294,30 @@ async function adminQuery(sql: string, db = 'postgres'): Promise<void> {
   }
 }
 
+/** The Patient ids and Observation count of the database a previous run left, in load order. */
+async function loaded(url: string): Promise<{ ids: string[]; observations: number }> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const ids = (
+      await client.query<{ id: string }>(
+        `SELECT id FROM resources WHERE resource_type = 'Patient' AND NOT deleted ORDER BY rid`,
+      )
+    ).rows.map((r) => r.id);
+    const obs = await client.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM resources WHERE resource_type = 'Observation' AND NOT deleted`,
+    );
+    return { ids, observations: obs.rows[0]?.n ?? 0 };
+  } finally {
+    await client.end();
+  }
+}
+
 async function main(): Promise<void> {
-  await adminQuery('DROP DATABASE IF EXISTS cinder_growth WITH (FORCE)');
-  await adminQuery('CREATE DATABASE cinder_growth');
+  if (!REUSE) {
+    await adminQuery('DROP DATABASE IF EXISTS cinder_growth WITH (FORCE)');
+    await adminQuery('CREATE DATABASE cinder_growth');
+  }
   const u = new URL(ADMIN_URL);
   u.pathname = '/cinder_growth';
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-growth-'));
@@ -308,12 +332,13 @@ async function main(): Promise<void> {
   const dbRows: Record<string, unknown>[] = [];
   try {
     const token = await login(server.base);
-    const ids: string[] = [];
-    let observations = 0;
-    let loaded = 0;
-    for (const size of SIZES) {
-      observations += await load(server.base, token, ids, loaded, size);
-      loaded = size;
+    const previous = REUSE ? await loaded(u.toString()) : { ids: [], observations: 0 };
+    const ids: string[] = previous.ids;
+    let observations = previous.observations;
+    let done = 0;
+    for (const size of REUSE ? [ids.length] : SIZES) {
+      if (!REUSE) observations += await load(server.base, token, ids, done, size);
+      done = size;
       if (ANALYZE) await adminQuery('ANALYZE', 'cinder_growth');
       // Observation ids to read: those of a few Patients, found once through the API.
       const obsIds: string[] = [];
@@ -360,7 +385,8 @@ async function main(): Promise<void> {
   console.table(rows);
   console.log('database execution time per search (EXPLAIN ANALYZE, median of 15 values)');
   console.table(dbRows);
-  // Flatness: each test's p50 and req/s at every size against the first size.
+  // Flatness: each test's p50 and req/s at every size against the first size (a reused database has one size).
+  if (REUSE) return;
   const first = SIZES[0] as number;
   const flat = rows
     .filter((r) => r.patients !== first)

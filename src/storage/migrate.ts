@@ -15,6 +15,7 @@ import * as m011 from './migrations/011-exact-content.js';
 import * as m012 from './migrations/012-file-bytes.js';
 import * as m013 from './migrations/013-authorize-requests.js';
 import * as m014 from './migrations/014-upstream-sign-in.js';
+import * as m015 from './migrations/015-token-statistics.js';
 
 export interface Migration {
   version: number;
@@ -37,6 +38,7 @@ export const MIGRATIONS: readonly Migration[] = [
   m012,
   m013,
   m014,
+  m015,
 ];
 
 const LOCK_KEY = 72_410_001;
