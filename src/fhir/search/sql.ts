@@ -567,7 +567,10 @@ function drivenSql(req: SearchRequest, scope: AccessScope, f: SearchFilter, limi
   const order = keyed ? `d.value_norm USING ${back ? '~>~' : '~<~'}, d.rid${dir}` : `d.rid${dir}`;
   const text =
     `SELECT r.rid, r.resource_type, r.id, ${contentText(req, b)} AS json, ${keyed ? 'd.value_norm' : "''"} AS k0 ` +
-    `FROM ${table} d JOIN resources r ON r.rid = d.rid WHERE ${conds.join(' AND ')} ` +
+    // Each index row's resource fetched by rid, in index order (OFFSET 0 keeps the join a nested loop: a merge
+    // join on rid would walk the resources table from its first row to reach rows added late).
+    `FROM ${table} d CROSS JOIN LATERAL (SELECT * FROM resources r0 WHERE r0.rid = d.rid OFFSET 0) r ` +
+    `WHERE ${conds.join(' AND ')} ` +
     `ORDER BY ${order} LIMIT ${b.p(limit, 'int')}${offset(req, b)}`;
   return { text, values: b.values };
 }
