@@ -28,6 +28,12 @@ export interface StartOptions {
   nodeArgs?: string[];
 }
 
+/** Node's flags in `npm start` (package.json), so that the server runs here as it runs for its users. */
+function startFlags(): string[] {
+  const pkg = JSON.parse(fs.readFileSync('package.json', 'utf8')) as { scripts: { start: string } };
+  return pkg.scripts.start.split(/\s+/).filter((w) => w.startsWith('--'));
+}
+
 export async function startServer(
   env: Record<string, string>,
   workDir: string,
@@ -39,7 +45,7 @@ export async function startServer(
   fs.writeFileSync(configFile, JSON.stringify({ admin: ADMIN, logLevel: 'warn', ...extraConfig }));
   const main = path.resolve(opts.main ?? 'dist/main.js');
   const spawned = performance.now();
-  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), main], {
+  const child = spawn(process.execPath, [...startFlags(), ...(opts.nodeArgs ?? []), main], {
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', CINDER_CONFIG: configFile },
     stdio: ['ignore', opts.stdout ?? 'inherit', 'inherit'],
   });
