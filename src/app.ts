@@ -6,6 +6,7 @@ import type { KeyRing } from './auth/keys.js';
 import type { Config } from './config/config.js';
 import { registerAuth } from './http/plugins/auth.js';
 import { registerContentTypes } from './http/plugins/content-types.js';
+import { LARGE_BODIES, registerLargeBodyLimit, type LargeBodyLimits } from './http/plugins/large-bodies.js';
 import { registerCors } from './http/plugins/cors.js';
 import { limitConnectionsPerClient } from './http/plugins/connection-limit.js';
 import { clientErrorHandler, registerErrorHandler } from './http/plugins/errors.js';
@@ -55,6 +56,8 @@ export interface AppDeps {
   consoleDir?: string;
   /** The FHIRPath worker pool and `$csv` slots (main shares them with the export jobs); default: the app's own. */
   csv?: CsvRuntime;
+  /** Concurrency of requests with large bodies (http/plugins/large-bodies.ts); tests make them small. */
+  largeBodies?: LargeBodyLimits;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -133,6 +136,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await registerCors(app, config.corsOrigins);
   registerContentTypes(app);
   registerAuth(app, auth);
+  app.decorate('largeBodies', registerLargeBodyLimit(app, deps.largeBodies ?? LARGE_BODIES));
   const loginGuard = await registerLoginGuard(app, {
     counters: deps.counters ?? createMemoryCache({ max: 10_000 }),
     limits: config.rateLimit,

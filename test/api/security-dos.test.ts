@@ -8,6 +8,7 @@ import { toFhirError } from '../../src/http/plugins/errors.js';
 import { openPostgres } from '../../src/storage/postgres.js';
 import { testDatabases } from '../support/db.js';
 import { postResource, startTestApp, type TestApp } from '../support/app.js';
+import { connect, type Raw } from '../support/raw-http.js';
 
 type Issue = { severity: string; code: string; details?: { text: string } };
 const issue = (res: { json(): unknown }): Issue => (res.json() as { issue: Issue[] }).issue[0] as Issue;
@@ -17,24 +18,6 @@ const U = `(${Array.from({ length: 20 }, (_, i) => i + 1).join('|')})`;
 const MAX_CONNECTIONS = 3;
 const FHIRPATH_TIMEOUT = 5000;
 
-/** A raw TCP connection to the listening server, with everything it received and whether it closed. */
-interface Raw {
-  socket: net.Socket;
-  received: () => string;
-  closed: Promise<void>;
-}
-async function connect(port: number): Promise<Raw> {
-  const socket = net.connect({ port, host: '127.0.0.1' });
-  let data = '';
-  socket.on('data', (d) => (data += d.toString()));
-  socket.on('error', () => undefined);
-  const closed = new Promise<void>((r) => socket.once('close', () => r()));
-  await new Promise<void>((resolve, reject) => {
-    socket.once('connect', resolve);
-    socket.once('close', () => reject(new Error('closed before connecting')));
-  });
-  return { socket, received: () => data, closed };
-}
 /** Sends a GET /healthcheck on the connection and resolves with the first response text. */
 async function healthOn(raw: Raw): Promise<string> {
   const before = raw.received().length;

@@ -15,6 +15,7 @@ import { createRetentionSweeper, type RetentionSweeper } from '../../src/jobs/re
 import { defaultKinds } from '../../src/jobs/kinds/index.js';
 import { createMemoryCache, type Cache, type Counters } from '../../src/storage/cache/index.js';
 import type { TestDatabase } from './db.js';
+import type { LargeBodyLimits } from '../../src/http/plugins/large-bodies.js';
 
 export const ADMIN_CLIENT_ID = 'test-admin-client';
 export const ADMIN_CLIENT_SECRET = 'test-admin-secret-0123456789';
@@ -53,6 +54,8 @@ export interface TestAppExtras {
   files?: FileStore;
   /** Where the built admin console is (default: dist/console). */
   consoleDir?: string;
+  /** Concurrency of requests with large bodies (default: the server's). */
+  largeBodies?: LargeBodyLimits;
   /** Start a job runner with these options. */
   jobs?: Partial<Pick<RunnerOptions, 'afterChunk' | 'leaseMs' | 'pollMs' | 'concurrency' | 'maxAttempts'>> & {
     exportPageSize?: number;
@@ -95,6 +98,7 @@ export async function startTestApp(
     files,
     ...(extras.counters ? { counters: extras.counters } : {}),
     ...(extras.consoleDir ? { consoleDir: extras.consoleDir } : {}),
+    ...(extras.largeBodies ? { largeBodies: extras.largeBodies } : {}),
     ...(extras.logger ? { logger: extras.logger } : {}),
     ...(extras.clock ? { clock: extras.clock } : {}),
   });
