@@ -492,40 +492,21 @@ export function searchSql(req: SearchRequest, scope: AccessScope, limit = req.co
 function drivingFilter(req: SearchRequest, scope: AccessScope): SearchFilter | undefined {
   // Only as the search's one condition beyond its project: another filter, a compartment or a narrower scope
   // may match far fewer rows, and the order of this index would then make PostgreSQL walk its matches to find them.
-  if (req.filters.length !== 1 || req.compartment || scope.author !== undefined || scope.memberProfiles)
+  const f = req.filters.length === 1 ? req.filters[0] : undefined;
+  if (!f || req.compartment || scope.author !== undefined || scope.memberProfiles || scope.patient)
     return undefined;
-  if (scope.patient) return undefined;
-  const simple = (f: SearchFilter): boolean =>
-    !f.column && !f.chain && !f.has && f.missing === undefined && f.values.length === 1;
-  return (
-    req.filters.find(
-      (f) => simple(f) && f.type === 'string' && (f.modifier === undefined || f.modifier === 'exact'),
-    ) ??
-    req.filters.find((f) => {
-      const v = f.values[0];
-      return (
-        simple(f) &&
-        f.type === 'token' &&
-        f.modifier === undefined &&
-        v?.kind === 'token' &&
-        v.code !== undefined &&
-        v.system !== undefined &&
-        v.system !== ''
-      );
-    })
-  );
+  if (f.column || f.chain || f.has || f.missing !== undefined || f.values.length !== 1) return undefined;
+  const v = f.values[0] as FilterValue;
+  if (v.kind === 'string') return f.modifier === undefined || f.modifier === 'exact' ? f : undefined;
+  const systemAndCode = v.kind === 'token' && v.code !== undefined && !!v.system && f.modifier === undefined;
+  return systemAndCode ? f : undefined;
 }
 
 /**
- * The page query in the order of the driving filter's index rows `d`: for a string, value_norm (in the index's byte
- * order, text_pattern_ops) then rid; for a token (one system and code), rid. A resource with several matching rows
- * (`name=jo` on given "John" and family "Jones") is taken at its first one only. The cursor's key is that value
- * (strings; empty for tokens) and the rid.
- */
-/**
  * Row `e` (of the same resource and parameter as the driving row `d`) also matches and comes first. Written so
  * that no condition fits the value index: the probe must go by rid (a handful of rows), as a value index scan would
- * read every match of the search for each row of the page.
+ * read every match of the search for each row of the page. The caller's `OFFSET 0` keeps it a probe per page row
+ * (a subplan): as a join, PostgreSQL may merge it with the rid index walked from its first row.
  */
 function earlierMatch(f: SearchFilter, b: Builder): string {
   const v = f.values[0] as FilterValue;
@@ -540,6 +521,12 @@ function earlierMatch(f: SearchFilter, b: Builder): string {
   );
 }
 
+/**
+ * The page query in the order of the driving filter's index rows `d`: for a string, value_norm (in the index's byte
+ * order, text_pattern_ops) then rid; for a token (one system and code), rid. A resource with several matching rows
+ * (`name=jo` on given "John" and family "Jones") is taken at its first one only. The cursor's key is that value
+ * (strings; empty for tokens) and the rid.
+ */
 function drivenSql(req: SearchRequest, scope: AccessScope, f: SearchFilter, limit: number): SqlQuery {
   const b = new Builder();
   const where = whereClause(req, scope, b, f);
@@ -552,7 +539,7 @@ function drivenSql(req: SearchRequest, scope: AccessScope, f: SearchFilter, limi
   const conds = [
     test('d'),
     `NOT EXISTS (SELECT 1 FROM ${table} e WHERE e.rid = d.rid AND e.resource_type = d.resource_type ` +
-      `AND e.code = d.code AND ${earlierMatch(f, b)})`,
+      `AND e.code = d.code AND ${earlierMatch(f, b)} OFFSET 0)`,
     where,
   ];
   // Forwards: ascending; a `before` cursor reads backwards.
