@@ -61,17 +61,22 @@ for (const database of testDatabases()) {
     });
     afterAll(async () => t?.close());
 
-    it('works on one at a time, queues the next with its body unread, refuses beyond the queue, lets small ones by', async () => {
-      const body = batch(40);
-      expect(body.length).toBeGreaterThan(THRESHOLD);
-      // A holds the only slot: its body is half sent.
+    /** A holds the only slot with its body half sent; B (whole request sent) waits for it. */
+    async function holdAndQueue(body: string): Promise<{ a: Raw; b: Raw }> {
       const a = await connect(port);
       a.socket.write(head(token, body.length) + body.slice(0, 100));
       await until(t, 1, 0);
-      // B waits for the slot (whole request sent); C finds the queue full.
       const b = await connect(port);
       b.socket.write(head(token, body.length) + body);
       await until(t, 1, 1);
+      return { a, b };
+    }
+
+    it('works on one at a time, queues the next with its body unread, refuses beyond the queue, lets small ones by', async () => {
+      const body = batch(40);
+      expect(body.length).toBeGreaterThan(THRESHOLD);
+      const { a, b } = await holdAndQueue(body);
+      // C finds the queue full.
       const c = await connect(port);
       c.socket.write(head(token, body.length) + body);
       expect(await status(c)).toBe(429);
@@ -102,12 +107,7 @@ for (const database of testDatabases()) {
 
     it('gives the slot back when the client goes away, waiting or half-way through its body', async () => {
       const body = batch(40);
-      const a = await connect(port);
-      a.socket.write(head(token, body.length) + body.slice(0, 100));
-      await until(t, 1, 0);
-      const b = await connect(port);
-      b.socket.write(head(token, body.length) + body);
-      await until(t, 1, 1);
+      const { a, b } = await holdAndQueue(body);
       // B goes first while waiting, then A half-way through its body: both slots come back.
       b.socket.destroy();
       a.socket.destroy();
