@@ -197,12 +197,23 @@ describe.each(testDatabases())('admin console on $name', (database) => {
       return { res, browser, verifier: p.verifier };
     };
 
-    it('is ensured at start, public, with the redirect URI {base}console/, once', async () => {
-      const read = await t.request({
+    /** The console's ClientApplication, read and written by the super administrator. */
+    const readConsoleClient = () =>
+      t.request({
         method: 'GET',
         url: `${t.fhir}/ClientApplication/${CONSOLE_CLIENT_ID}`,
         token: t.adminToken,
       });
+    const writeConsoleClient = (payload: object) =>
+      t.request({
+        method: 'PUT',
+        url: `${t.fhir}/ClientApplication/${CONSOLE_CLIENT_ID}`,
+        token: t.adminToken,
+        payload,
+      });
+
+    it('is ensured at start, public, with the redirect URI {base}console/, once', async () => {
+      const read = await readConsoleClient();
       expect(read.statusCode).toBe(200);
       const client = read.json() as { redirectUri: string; meta: { project: string; versionId: string } };
       expect(client.redirectUri).toBe(CONSOLE);
@@ -211,22 +222,14 @@ describe.each(testDatabases())('admin console on $name', (database) => {
       const env = { clock: () => new Date(), newId: () => crypto.randomUUID(), fhirBase: AUD };
       const again = await ensureSuperAdmin(t.db, env, t.config.admin);
       expect(again.consoleClient).toBe(true);
-      const reread = await t.request({
-        method: 'GET',
-        url: `${t.fhir}/ClientApplication/${CONSOLE_CLIENT_ID}`,
-        token: t.adminToken,
-      });
+      const reread = await readConsoleClient();
       expect((reread.json() as typeof client).meta.versionId).toBe(client.meta.versionId);
       await ensureSuperAdmin(
         t.db,
         { ...env, fhirBase: 'https://fhir.example.org/x/fhir/R4' },
         t.config.admin,
       );
-      const moved = await t.request({
-        method: 'GET',
-        url: `${t.fhir}/ClientApplication/${CONSOLE_CLIENT_ID}`,
-        token: t.adminToken,
-      });
+      const moved = await readConsoleClient();
       expect((moved.json() as typeof client).redirectUri).toBe('https://fhir.example.org/x/console/');
       await ensureSuperAdmin(t.db, env, t.config.admin);
     });
@@ -358,11 +361,7 @@ describe.each(testDatabases())('admin console on $name', (database) => {
         },
       });
       expect(put.statusCode).toBe(404);
-      const read = await t.request({
-        method: 'GET',
-        url: `${t.fhir}/ClientApplication/${CONSOLE_CLIENT_ID}`,
-        token: t.adminToken,
-      });
+      const read = await readConsoleClient();
       expect((read.json() as { redirectUri: string }).redirectUri).toBe(CONSOLE);
     });
 
@@ -422,17 +421,8 @@ describe.each(testDatabases())('admin console on $name', (database) => {
         membership: first.id,
       });
       const code = redirectParams(res).get('code') as string;
-      const read = await t.request({
-        method: 'GET',
-        url: `${t.fhir}/ClientApplication/${CONSOLE_CLIENT_ID}`,
-        token: t.adminToken,
-      });
-      const off = await t.request({
-        method: 'PUT',
-        url: `${t.fhir}/ClientApplication/${CONSOLE_CLIENT_ID}`,
-        token: t.adminToken,
-        payload: { ...(read.json() as object), status: 'off' },
-      });
+      const read = await readConsoleClient();
+      const off = await writeConsoleClient({ ...(read.json() as object), status: 'off' });
       expect(off.statusCode, off.body).toBe(200);
       try {
         const token = await tokenRequest(t.app, {
@@ -446,19 +436,10 @@ describe.each(testDatabases())('admin console on $name', (database) => {
         // A restart keeps the administrator's choice: the console stays switched off.
         const env = { clock: () => new Date(), newId: () => crypto.randomUUID(), fhirBase: AUD };
         await ensureSuperAdmin(t.db, env, t.config.admin);
-        const after = await t.request({
-          method: 'GET',
-          url: `${t.fhir}/ClientApplication/${CONSOLE_CLIENT_ID}`,
-          token: t.adminToken,
-        });
+        const after = await readConsoleClient();
         expect((after.json() as { status?: string }).status).toBe('off');
       } finally {
-        const on = await t.request({
-          method: 'PUT',
-          url: `${t.fhir}/ClientApplication/${CONSOLE_CLIENT_ID}`,
-          token: t.adminToken,
-          payload: { ...(read.json() as object), status: 'active' },
-        });
+        const on = await writeConsoleClient({ ...(read.json() as object), status: 'active' });
         expect(on.statusCode, on.body).toBe(200);
       }
     });
