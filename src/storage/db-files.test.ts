@@ -2,7 +2,7 @@
 // chunk), reads stream every chunk in order, deleteDir removes a job's files only, and keys are checked.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabases } from '../../test/support/db.js';
-import type { Db } from './db.js';
+import type { Db, Queryable } from './db.js';
 import { dbFileStore } from './db-files.js';
 import { InvalidFileKeyError, type FileStore } from './files.js';
 
@@ -57,6 +57,33 @@ describe.each(testDatabases())('dbFileStore on $name', ({ open }) => {
     expect((await read('binary/b-x/2'))?.length).toBe(0);
     await store.deleteDir('binary/b-x');
     expect(await read('binary/b-x/1')).toBeUndefined();
+  });
+
+  it('stores a large append as chunks of bounded size, never splitting a character', async () => {
+    // Every text a query hands back is recorded: none may be larger than a chunk, however large the append.
+    const returned: number[] = [];
+    const recording: Queryable = {
+      async query<T>(sql: string, params?: readonly unknown[]) {
+        const r = await db.query<T>(sql, params);
+        for (const row of r.rows as Record<string, unknown>[])
+          if (typeof row.data === 'string') returned.push(Buffer.byteLength(row.data));
+        return r;
+      },
+    };
+    const small = dbFileStore(recording, { chunkBytes: 5 });
+    const key = 'exports/job-pieces/Patient.ndjson';
+    const page = 'éa😀b\n'.repeat(7); // 2- and 4-byte characters across every 5-byte boundary
+    const size = Buffer.byteLength(page);
+    expect(await small.append(key, page)).toBe(size);
+    expect(await small.append(key, 'x\n12345')).toBe(size + 7);
+    expect(await text(small, key)).toBe(`${page}x\n12345`);
+    expect(returned.length).toBeGreaterThan(10);
+    expect(Math.max(...returned)).toBeLessThanOrEqual(5);
+    // A checkpoint lies where an append ended: truncating there (inside the last chunks) keeps the first page whole.
+    await small.truncate(key, size + 1);
+    expect(await text(small, key)).toBe(`${page}x`);
+    await small.truncate(key, size);
+    expect(await text(small, key)).toBe(page);
   });
 
   it('deletes the files of one directory only', async () => {

@@ -7,8 +7,26 @@ import { Readable } from 'node:stream';
 import type { Db, Queryable } from './db.js';
 import { InvalidFileKeyError, isPlainFileName, localFileStore, type FileStore } from './files.js';
 
-/** Chunks fetched per query while streaming a file. */
-const READ_BATCH = 8;
+/** Chunks fetched per query while streaming a file: at most 1 MiB of text (4 MiB of a Binary's bytes). */
+const READ_BATCH = 4;
+/**
+ * The most bytes of text one appended chunk holds: an export appends pages of 2,000 resources, often megabytes,
+ * and a download holds a few chunks at a time, so its memory stays flat however large the pages are.
+ */
+const APPEND_CHUNK = 256 * 1024;
+
+/** `bytes` cut into pieces of at most `max` bytes (at least 4), never inside a UTF-8 character. */
+function utf8Pieces(bytes: Buffer, max: number): Buffer[] {
+  const pieces: Buffer[] = [];
+  for (let start = 0; start < bytes.length;) {
+    let end = Math.min(start + max, bytes.length);
+    // A continuation byte (10xxxxxx) belongs to the character begun before it.
+    while (end < bytes.length && ((bytes[end] as number) & 0xc0) === 0x80) end--;
+    pieces.push(bytes.subarray(start, end));
+    start = end;
+  }
+  return pieces;
+}
 /** Bytes per chunk of a file written by `put`. */
 const PUT_CHUNK = 1024 * 1024;
 
@@ -25,20 +43,27 @@ async function sizeOf(db: Queryable, key: string): Promise<number> {
   return Number(r.rows[0]?.end ?? 0);
 }
 
-export function dbFileStore(db: Queryable): FileStore {
+/** `chunkBytes`: see APPEND_CHUNK (smaller in tests). */
+export function dbFileStore(
+  db: Queryable,
+  { chunkBytes = APPEND_CHUNK }: { chunkBytes?: number } = {},
+): FileStore {
   return {
     async append(key, text) {
       checked(key);
       // One writer per file (the job's worker), so the end read here is still the end when the chunk is inserted.
+      // A crash between two pieces leaves a longer file than the job's checkpoint says; a resumed job truncates it.
       const data = Buffer.from(text, 'utf8');
-      const start = await sizeOf(db, key);
-      if (data.length > 0)
+      let end = await sizeOf(db, key);
+      for (const piece of utf8Pieces(data, Math.max(4, chunkBytes))) {
         await db.query(`INSERT INTO file_chunks (key, "offset", data) VALUES ($1, $2, $3)`, [
           key,
-          start,
-          data,
+          end,
+          piece,
         ]);
-      return start + data.length;
+        end += piece.length;
+      }
+      return end;
     },
     async put(key, bytes) {
       checked(key);
