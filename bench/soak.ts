@@ -3,7 +3,9 @@
 // and reads with an external identity provider's token, and bulk exports that are mostly cancelled. Every
 // acknowledged create is recorded; at the end each must be readable and the server's count must match (no lost and
 // no duplicated writes), no answer may be a 5xx, and every export must have reached a final status. Prints p50/p99
-// per operation and the server's RSS every 10 s; exits non-zero when a check fails.
+// per operation and the server's RSS every 10 s. Memory: RSS is sampled every second, and the server runs with
+// bench/memory-probe.mjs (its V8 heap and Buffers); the median RSS of the last minute of load may exceed that of the
+// first minute by at most 10%. Exits non-zero when a check fails.
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -15,7 +17,16 @@ import { login, startServer, type RunningServer } from './server.js';
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 300);
 const CONNECTIONS = Number(process.env.SOAK_CONNECTIONS ?? 50);
-const RSS_EVERY_MS = 10_000;
+/**
+ * Patients stored before the load starts. The answers of `$csv` by family (up to 1000 rows) and the exports (every
+ * Patient) grow with the data; starting from a filled database makes them full-sized from the first minute, so that
+ * memory growth over the soak shows a leak rather than larger answers.
+ */
+const SEED = Math.max(200, Number(process.env.SOAK_SEED_PATIENTS ?? 20_000));
+const PRINT_EVERY_S = 10;
+/** The memory check: the last minute's median RSS at most this much above the first minute's. */
+const RSS_GROWTH_ALLOWED = 0.1;
+const MINUTE = Math.min(60, SECONDS / 2);
 const FHIR_JSON = 'application/fhir+json';
 
 interface Ctx {
@@ -219,12 +230,48 @@ const percentile = (xs: number[], p: number): number => {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] as number;
 };
 
+const median = (xs: number[]): number => percentile(xs, 50);
+
+interface Probe {
+  t: number;
+  rss: number;
+  heapUsed: number;
+  oldSpace: number;
+  largeObjects: number;
+  external: number;
+}
+
+/** Medians of the first and last minute of load: RSS (every second) and the probe's heap figures. */
+function memoryTrend(
+  rss: { t: number; mb: number }[],
+  probe: Probe[],
+  seconds: number,
+): { first: number; last: number; table: Record<string, string | number>[] } {
+  const minute = <T extends { t: number }>(xs: T[], from: number): T[] =>
+    xs.filter((x) => x.t >= from && x.t < from + MINUTE);
+  const first = median(minute(rss, 0).map((r) => r.mb));
+  const last = median(minute(rss, seconds - MINUTE).map((r) => r.mb));
+  const row = (label: string, from: number): Record<string, string | number> => {
+    const p = minute(probe, from);
+    const m = (k: keyof Probe): number => median(p.map((x) => x[k]));
+    return {
+      minute: label,
+      'RSS MB': median(minute(rss, from).map((r) => r.mb)),
+      'heap used': m('heapUsed'),
+      'old space': m('oldSpace'),
+      'large objects': m('largeObjects'),
+      'external (Buffers)': m('external'),
+    };
+  };
+  return { first, last, table: [row('first', 0), row('last', seconds - MINUTE)] };
+}
+
 function rssMb(pid: number): number {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
   return Math.round(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024);
 }
 
-/** A project with an admin client, an external user in it, and 200 Patients to start from. */
+/** A project with an admin client, an external user in it, and SEED Patients to start from. */
 async function setUp(base: string, idpToken: (sub: string) => Promise<string>): Promise<Ctx> {
   const fhir = `${base}fhir/R4`;
   const admin = await login(base);
@@ -283,13 +330,21 @@ async function setUp(base: string, idpToken: (sub: string) => Promise<string>): 
     exports: [],
     n: 0,
   };
-  const entry = Array.from({ length: 200 }, () => ({
-    resource: makePatient(ctx.n++),
-    request: { method: 'POST', url: 'Patient' },
-  }));
-  const batch = await post(fhir, { resourceType: 'Bundle', type: 'batch', entry }, auth);
-  for (const e of batch.entry as { response: { location: string } }[])
-    ctx.created.push(e.response.location.split('/')[1] as string);
+  // The seed Patients, in batches of 500 from 4 clients.
+  const batches = Array.from({ length: Math.ceil(SEED / 500) }, (_, b) => Math.min(500, SEED - b * 500));
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      for (let size = batches.pop(); size !== undefined; size = batches.pop()) {
+        const entry = Array.from({ length: size }, () => ({
+          resource: makePatient(ctx.n++),
+          request: { method: 'POST', url: 'Patient' },
+        }));
+        const batch = await post(fhir, { resourceType: 'Bundle', type: 'batch', entry }, auth);
+        for (const e of batch.entry as { response: { location: string } }[])
+          ctx.created.push(e.response.location.split('/')[1] as string);
+      }
+    }),
+  );
   return ctx;
 }
 
@@ -373,12 +428,15 @@ async function main(): Promise<void> {
   const idp = await startMockIdp();
   let server: RunningServer | undefined;
   const rss: { t: number; mb: number }[] = [];
+  const probeFile = path.join(work, 'memory.jsonl');
   let failures: string[] = [];
   try {
     server = await startServer(
       {
         DATABASE_URL: await createDatabase(),
         DATA_DIR: path.join(work, 'data'),
+        MEM_PROBE_FILE: probeFile,
+        MEM_PROBE_EVERY_MS: '2000',
         ...(process.env.SOAK_REDIS_URL ? { REDIS_URL: process.env.SOAK_REDIS_URL } : {}),
       },
       work,
@@ -387,19 +445,32 @@ async function main(): Promise<void> {
         // Every soak client exports as one admin: the per-user export quota would answer most kick-offs 429.
         maxActiveExportsPerUser: 1000,
       },
+      {
+        nodeArgs: [
+          '--import',
+          path.resolve('bench/memory-probe.mjs'),
+          ...(process.env.SOAK_NODE_ARGS?.split(/\s+/).filter(Boolean) ?? []),
+        ],
+      },
     );
     const pid = server.pid;
     const ctx = await setUp(server.base, (sub) => idp.token({ sub }, { lifetime: SECONDS + 3600 }));
-    console.log(`soak: ${SECONDS} s, ${CONNECTIONS} connections, server pid ${pid}`);
+    console.log(
+      `soak: ${SECONDS} s, ${CONNECTIONS} connections, ${SEED} Patients to start from, server pid ${pid}`,
+    );
     const started = Date.now();
     const deadline = started + SECONDS * 1000;
-    rss.push({ t: 0, mb: rssMb(pid) });
+    let printed = 0;
     const sampler = setInterval(() => {
-      const t = Math.round((Date.now() - started) / 1000);
+      const t = (Date.now() - started) / 1000;
       rss.push({ t, mb: rssMb(pid) });
+      if (t < printed + PRINT_EVERY_S) return;
+      printed += PRINT_EVERY_S;
       const done = [...stats.values()].reduce((n, s) => n + s.latencies.length, 0);
-      console.log(`  ${t} s: ${done} requests, ${ctx.created.length} Patients, RSS ${rss.at(-1)?.mb} MB`);
-    }, RSS_EVERY_MS);
+      console.log(
+        `  ${printed} s: ${done} requests, ${ctx.created.length} Patients, RSS ${rss.at(-1)?.mb} MB`,
+      );
+    }, 1000);
     await Promise.all(
       Array.from({ length: CONNECTIONS }, async () => {
         while (Date.now() < deadline) await chooseOperation().run(ctx);
@@ -407,7 +478,17 @@ async function main(): Promise<void> {
     );
     clearInterval(sampler);
     const elapsed = (Date.now() - started) / 1000;
-    rss.push({ t: Math.round(elapsed), mb: rssMb(pid) });
+    const probe = fs.existsSync(probeFile)
+      ? fs
+          .readFileSync(probeFile, 'utf8')
+          .trim()
+          .split('\n')
+          .map((l) => {
+            const p = JSON.parse(l) as Omit<Probe, 't'> & { at: number };
+            return { ...p, t: (p.at - started) / 1000 };
+          })
+      : [];
+    const memory = memoryTrend(rss, probe, SECONDS);
     failures = await verify(ctx);
     const total = [...stats.values()].reduce((n, s) => n + s.latencies.length, 0);
     console.log(
@@ -426,9 +507,17 @@ async function main(): Promise<void> {
         'other unexpected': s.unexpected - s.serverErrors + s.networkErrors,
       })),
     );
-    console.log('Server RSS (MB) every 10 s:');
-    console.log(rss.map((r) => `${r.t}s ${r.mb}`).join(', '));
-    console.log(`Server peak RSS (VmHWM): ${server.peakRssMb()} MB`);
+    console.log(`Server memory, medians of the first and last ${MINUTE} s of load (MB):`);
+    console.table(memory.table);
+    const growth = memory.last / memory.first - 1;
+    console.log(
+      `RSS: ${memory.first} → ${memory.last} MB (${growth >= 0 ? '+' : ''}${(growth * 100).toFixed(1)}%, allowed +${RSS_GROWTH_ALLOWED * 100}%); ` +
+        `peak (VmHWM) ${server.peakRssMb()} MB`,
+    );
+    if (growth > RSS_GROWTH_ALLOWED)
+      failures.push(
+        `server RSS grew ${(growth * 100).toFixed(1)}% from the first minute of load to the last (median ${memory.first} → ${memory.last} MB)`,
+      );
   } finally {
     await server?.stop();
     await idp.close();
