@@ -2,13 +2,15 @@
 // default; loaded in batch Bundles when missing), then `$export?_type=Patient` is timed from kick-off to `completed`
 // (resources/s), the server's RSS is sampled every 100 ms during the export (peak and before), and a second export
 // is cancelled mid-way to time cancel-to-stop: from sending `$cancel` to the worker having stopped and deleted its
-// partial file (the queue row's `cancel_requested` cleared, read from PostgreSQL).
+// partial file (the queue row's `cancel_requested` cleared, read from PostgreSQL). Last, the export's file is
+// downloaded by DOWNLOADERS clients at once: MB/s in all, and the server's peak RSS meanwhile.
 import fs from 'node:fs';
 import pg from 'pg';
 import { makePatient } from './patients.js';
 import type { RunningServer } from './server.js';
 
 export const EXPORT_PATIENTS = Number(process.env.BENCH_EXPORT_PATIENTS ?? 100_000);
+const DOWNLOADERS = 4;
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -109,6 +111,32 @@ export async function timedExport(
   }
 }
 
+/** `urls` downloaded by DOWNLOADERS clients at once (each reads every file, discarding it as it comes). */
+export async function concurrentDownloads(
+  server: RunningServer,
+  token: string,
+  urls: string[],
+): Promise<{ mb: number; seconds: number; peakRssMb: number }> {
+  let peak = rssMb(server.pid);
+  const sampler = setInterval(() => (peak = Math.max(peak, rssMb(server.pid))), 100);
+  const started = performance.now();
+  let bytes = 0;
+  try {
+    await Promise.all(
+      Array.from({ length: DOWNLOADERS }, async () => {
+        for (const url of urls) {
+          const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
+          if (res.status !== 200 || !res.body) throw new Error(`download answered ${res.status}`);
+          for await (const chunk of res.body) bytes += (chunk as Uint8Array).length;
+        }
+      }),
+    );
+  } finally {
+    clearInterval(sampler);
+  }
+  return { mb: bytes / 1048576, seconds: (performance.now() - started) / 1000, peakRssMb: peak };
+}
+
 /** Milliseconds from sending `$cancel` on a running export to its worker having stopped and cleaned up. */
 async function cancelToStop(server: RunningServer, token: string, pgUrl: string): Promise<number> {
   const auth = { authorization: `Bearer ${token}` };
@@ -156,13 +184,20 @@ export async function benchExport(
     `postgres: ${patients} Patients in the database for the export runs (filled up in ${((performance.now() - loadStarted) / 1000).toFixed(0)} s)`,
   );
   const before = rssMb(server.pid);
-  const exports: ExportRun[] = [];
+  const exports: (ExportRun & { output: { url: string }[] })[] = [];
   for (let i = 0; i < runs; i++) exports.push(await timedExport(server, token, '_type=Patient'));
   const rates = exports.map((e) => e.resources / e.seconds);
   notes.push(
     `postgres: $export of ${exports[0]?.resources} Patients: median ${Math.round(median(rates))} resources/s ` +
       `(${exports.map((e) => e.seconds.toFixed(2)).join(', ')} s), server RSS ${before} MB before, ` +
       `peak during export ${Math.max(...exports.map((e) => e.peakRssMb))} MB`,
+  );
+  const downloads = [];
+  const urls = exports[0]?.output.map((o) => o.url) ?? [];
+  for (let i = 0; i < runs; i++) downloads.push(await concurrentDownloads(server, token, urls));
+  notes.push(
+    `postgres: the export's files downloaded by ${DOWNLOADERS} clients at once (${Math.round(downloads[0]?.mb ?? 0)} MB in all): ` +
+      `median ${Math.round(median(downloads.map((d) => d.mb / d.seconds)))} MB/s, server RSS peak ${Math.max(...downloads.map((d) => d.peakRssMb))} MB`,
   );
   const cancels: number[] = [];
   for (let i = 0; i < runs; i++) cancels.push(await cancelToStop(server, token, pgUrl));

@@ -1,14 +1,14 @@
 // A FileStore in the database (the `file_chunks` table): with PostgreSQL every instance reads and writes the same
-// files, so any instance serves any job's export files (issue 13). Chunks are the appended texts; a read streams
-// them a few at a time, so memory stays flat however large the file. A Binary's content is `put` whole as bytes
+// files, so any instance serves any job's export files (issue 13). Each appended text is stored as chunks of at most
+// APPEND_CHUNK bytes; a read streams them a few at a time, so memory stays flat however large the file or a page. A Binary's content is `put` whole as bytes
 // (migration 010), in chunks of PUT_CHUNK bytes.
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import type { Db, Queryable } from './db.js';
 import { InvalidFileKeyError, isPlainFileName, localFileStore, type FileStore } from './files.js';
 
-/** Chunks fetched per query while streaming a file: at most 1 MiB of text (4 MiB of a Binary's bytes). */
-const READ_BATCH = 4;
+/** Chunks fetched per query while streaming a file: at most 2 MiB of text (8 MiB of a Binary's bytes). */
+const READ_BATCH = 8;
 /**
  * The most bytes of text one appended chunk holds: an export appends pages of 2,000 resources, often megabytes,
  * and a download holds a few chunks at a time, so its memory stays flat however large the pages are.
@@ -51,18 +51,17 @@ export function dbFileStore(
   return {
     async append(key, text) {
       checked(key);
-      // One writer per file (the job's worker), so the end read here is still the end when the chunk is inserted.
-      // A crash between two pieces leaves a longer file than the job's checkpoint says; a resumed job truncates it.
-      const data = Buffer.from(text, 'utf8');
+      // One writer per file (the job's worker), so the end read here is still the end when the chunks are inserted.
+      const pieces = utf8Pieces(Buffer.from(text, 'utf8'), Math.max(4, chunkBytes));
       let end = await sizeOf(db, key);
-      for (const piece of utf8Pieces(data, Math.max(4, chunkBytes))) {
-        await db.query(`INSERT INTO file_chunks (key, "offset", data) VALUES ($1, $2, $3)`, [
-          key,
-          end,
-          piece,
-        ]);
+      if (pieces.length === 0) return end;
+      const values: unknown[] = [key];
+      const rows = pieces.map((piece) => {
+        values.push(end, piece);
         end += piece.length;
-      }
+        return `($1, $${values.length - 1}, $${values.length})`;
+      });
+      await db.query(`INSERT INTO file_chunks (key, "offset", data) VALUES ${rows.join(', ')}`, values);
       return end;
     },
     async put(key, bytes) {
