@@ -52,7 +52,8 @@ export function dbFileStore(
     async append(key, text) {
       checked(key);
       // One writer per file (the job's worker), so the end read here is still the end when the chunks are inserted.
-      const pieces = utf8Pieces(Buffer.from(text, 'utf8'), Math.max(4, chunkBytes));
+      const bytes = typeof text === 'string' ? Buffer.from(text, 'utf8') : text;
+      const pieces = utf8Pieces(bytes, Math.max(4, chunkBytes));
       let end = await sizeOf(db, key);
       if (pieces.length === 0) return end;
       const values: unknown[] = [key];

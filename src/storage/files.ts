@@ -6,8 +6,8 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 
 export interface FileStore {
-  /** Appends text to a file (creating it) and returns its new size in bytes. */
-  append(key: string, text: string): Promise<number>;
+  /** Appends text (or its UTF-8 bytes) to a file, creating it, and returns its new size in bytes. */
+  append(key: string, text: string | Buffer): Promise<number>;
   /** Writes a whole file of bytes (a Binary's content), replacing any file of that key. */
   put(key: string, bytes: Uint8Array): Promise<void>;
   /** Cuts a file back to `size` bytes (a resumed job drops what was written after its last checkpoint). */

@@ -10,6 +10,22 @@ import { elementsOf } from './export-query.js';
 
 export type Row = { rid: number; json: string };
 
+/**
+ * Lines as one UTF-8 Buffer, each followed by a newline. A page's text goes to the file store as bytes: joined into
+ * one string it would be megabytes on the JavaScript heap's large-object space, which only a full collection frees.
+ */
+function ndjsonBytes(lines: readonly string[]): Buffer {
+  let size = lines.length;
+  for (const l of lines) size += Buffer.byteLength(l, 'utf8');
+  const out = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (const l of lines) {
+    at += out.write(l, at, 'utf8');
+    out[at++] = 0x0a;
+  }
+  return out;
+}
+
 /** How rows become file text. */
 export interface FileFormat {
   ext: 'ndjson' | 'csv';
@@ -17,8 +33,8 @@ export interface FileFormat {
   head?: string;
   /** CSV: top-level properties left in storage (see SearchRequest.omit). */
   omit?: readonly string[];
-  /** The text of `rows` of `type`; a resource that cannot be written is left out and reported to `fail`. */
-  text(type: string, rows: readonly Row[], fail: (o: OperationOutcome) => void): Promise<string>;
+  /** The text of `rows` of `type` as UTF-8; a resource that cannot be written is left out and reported to `fail`. */
+  text(type: string, rows: readonly Row[], fail: (o: OperationOutcome) => void): Promise<Buffer>;
   failures(): { count: number; first: CellFailure } | undefined;
 }
 
@@ -27,7 +43,7 @@ function ndjson(p: ExportParams): FileFormat {
     ext: 'ndjson',
     text: async (type, rows, fail) => {
       const elements = elementsOf(p, type);
-      if (!elements) return rows.map((r) => r.json).join('\n') + '\n';
+      if (!elements) return ndjsonBytes(rows.map((r) => r.json));
       const lines: string[] = [];
       for (const r of rows) {
         try {
@@ -42,7 +58,7 @@ function ndjson(p: ExportParams): FileFormat {
           );
         }
       }
-      return lines.length > 0 ? lines.join('\n') + '\n' : '';
+      return ndjsonBytes(lines);
     },
     failures: () => undefined,
   };
@@ -56,7 +72,7 @@ export async function fileFormat(p: ExportParams, fhirpath: () => FhirpathPool):
     ext: 'csv',
     head: table.head,
     ...(table.omit ? { omit: table.omit } : {}),
-    text: (_type, rows) => table.rows(rows.map((r) => r.json)),
+    text: async (_type, rows) => Buffer.from(await table.rows(rows.map((r) => r.json)), 'utf8'),
     failures: table.failures,
   };
 }

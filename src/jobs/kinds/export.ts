@@ -164,11 +164,12 @@ export function exportKind(opts: ExportKindOptions = {}): JobKind<ExportState> {
       const fresh = !last || last.count >= fileResources;
       const chunk = rows.slice(done, done + fileResources - (fresh ? 0 : last.count));
       const before = errors.length;
-      let text = fresh ? (format.head ?? '') : '';
-      if (chunk.length > 0) text += await format.text(type, chunk, (o) => errors.push(o));
+      const head = fresh && format.head ? Buffer.from(format.head, 'utf8') : undefined;
+      const body = chunk.length > 0 ? await format.text(type, chunk, (o) => errors.push(o)) : undefined;
+      const text = head && body ? Buffer.concat([head, body]) : (head ?? body);
       done += chunk.length;
       // A file is begun (and listed) only with something in it.
-      if (text === '') continue;
+      if (!text || text.length === 0) continue;
       const f = fresh ? { type, name: fileName(type, mine.length + 1, format.ext), size: 0, count: 0 } : last;
       if (fresh) s.files.push(f);
       f.size = await env.files.append(exportFileKey(job.id, f.name), text);
