@@ -86,6 +86,16 @@ describe.each(testDatabases())('dbFileStore on $name', ({ open }) => {
     expect(await text(small, key)).toBe(page);
   });
 
+  it('reads a chunk larger than its read window, as an earlier version wrote them', async () => {
+    const whole = dbFileStore(db, { chunkBytes: 8 * 1024 * 1024 });
+    const key = 'exports/job-old/Patient.ndjson';
+    const page = (c: string): string => `${c.repeat(1.5 * 1024 * 1024 - 1)}\n`;
+    await whole.append(key, page('a'));
+    await whole.append(key, page('b'));
+    await whole.append(key, 'c\n');
+    expect(await text(store, key)).toBe(`${page('a')}${page('b')}c\n`);
+  });
+
   it('deletes the files of one directory only', async () => {
     await store.append('exports/a/Patient.ndjson', 'a\n');
     await store.append('exports/a/Observation.2.ndjson', 'b\n');

@@ -1,19 +1,24 @@
 // A FileStore in the database (the `file_chunks` table): with PostgreSQL every instance reads and writes the same
-// files, so any instance serves any job's export files (issue 13). Each appended text is stored as chunks of at most
-// APPEND_CHUNK bytes; a read streams them a few at a time, so memory stays flat however large the file or a page. A Binary's content is `put` whole as bytes
-// (migration 010), in chunks of PUT_CHUNK bytes.
+// files, so any instance serves any job's export files (issue 13). An appended text (migration 009) and a Binary's
+// content, `put` whole as bytes (migration 010), are stored as chunks of at most CHUNK bytes; a read streams them
+// about a megabyte at a time, so memory stays flat however large the file or an appended page.
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import type { Db, Queryable } from './db.js';
 import { InvalidFileKeyError, isPlainFileName, localFileStore, type FileStore } from './files.js';
 
-/** Chunks fetched per query while streaming a file: at most 2 MiB of text (8 MiB of a Binary's bytes). */
-const READ_BATCH = 8;
 /**
- * The most bytes of text one appended chunk holds: an export appends pages of 2,000 resources, often megabytes,
- * and a download holds a few chunks at a time, so its memory stays flat however large the pages are.
+ * The most bytes of text one appended chunk holds. An export appends pages of 2,000 resources, often megabytes; a
+ * download reads chunks as JavaScript strings (a Binary's bytes as hex), and one over 128 KB would go to V8's
+ * large-object space, which only a full collection frees: with many downloads, memory would climb between
+ * collections. 32 KiB is at most 64 KB as a string. A Binary's content is `put` in chunks of the same size.
  */
-const APPEND_CHUNK = 256 * 1024;
+const CHUNK = 32 * 1024;
+/**
+ * A download reads the chunks that begin within this many bytes after the last one read: about 1 MiB per query.
+ * A chunk beyond that (one larger, written by an earlier version) is read alone.
+ */
+const READ_WINDOW = 1024 * 1024;
 
 /** `bytes` cut into pieces of at most `max` bytes (at least 4), never inside a UTF-8 character. */
 function utf8Pieces(bytes: Buffer, max: number): Buffer[] {
@@ -27,8 +32,6 @@ function utf8Pieces(bytes: Buffer, max: number): Buffer[] {
   }
   return pieces;
 }
-/** Bytes per chunk of a file written by `put`. */
-const PUT_CHUNK = 1024 * 1024;
 
 function checked(key: string): string {
   if (!key.split('/').every(isPlainFileName)) throw new InvalidFileKeyError(key);
@@ -43,11 +46,8 @@ async function sizeOf(db: Queryable, key: string): Promise<number> {
   return Number(r.rows[0]?.end ?? 0);
 }
 
-/** `chunkBytes`: see APPEND_CHUNK (smaller in tests). */
-export function dbFileStore(
-  db: Queryable,
-  { chunkBytes = APPEND_CHUNK }: { chunkBytes?: number } = {},
-): FileStore {
+/** `chunkBytes`: see CHUNK (smaller in tests). */
+export function dbFileStore(db: Queryable, { chunkBytes = CHUNK }: { chunkBytes?: number } = {}): FileStore {
   return {
     async append(key, text) {
       checked(key);
@@ -70,11 +70,11 @@ export function dbFileStore(
       // Each version of a Binary has its own key and one writer; a put that failed half-way is replaced by the retry.
       await db.query(`DELETE FROM file_chunks WHERE key = $1`, [key]);
       const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      for (let at = 0; at === 0 || at < buf.length; at += PUT_CHUNK) {
+      for (let at = 0; at === 0 || at < buf.length; at += chunkBytes) {
         await db.query(`INSERT INTO file_chunks (key, "offset", bytes) VALUES ($1, $2, $3)`, [
           key,
           at,
-          buf.subarray(at, at + PUT_CHUNK),
+          buf.subarray(at, at + chunkBytes),
         ]);
       }
     },
@@ -96,18 +96,23 @@ export function dbFileStore(
         [key],
       );
       if (first.rows.length === 0) return undefined;
-      let after = -1;
+      type Chunk = { offset: string; data: string | null; bytes: Uint8Array | null };
+      const columns = `SELECT "offset", data, bytes FROM file_chunks WHERE key = $1 AND "offset" > $2`;
       return Readable.from(
         (async function* () {
-          for (;;) {
-            const r = await db.query<{ offset: string; data: string | null; bytes: Uint8Array | null }>(
-              `SELECT "offset", data, bytes FROM file_chunks WHERE key = $1 AND "offset" > $2 ORDER BY "offset" LIMIT $3`,
-              [key, after, READ_BATCH],
-            );
-            for (const row of r.rows)
+          // Chunks are contiguous, so the next one begins within READ_WINDOW of the last one's start.
+          for (let after = -1; ;) {
+            let { rows } = await db.query<Chunk>(`${columns} AND "offset" <= $2 + $3 ORDER BY "offset"`, [
+              key,
+              after,
+              READ_WINDOW,
+            ]);
+            if (rows.length === 0)
+              ({ rows } = await db.query<Chunk>(`${columns} ORDER BY "offset" LIMIT 1`, [key, after]));
+            if (rows.length === 0) return;
+            for (const row of rows)
               yield row.bytes ? Buffer.from(row.bytes) : Buffer.from(row.data ?? '', 'utf8');
-            if (r.rows.length < READ_BATCH) return;
-            after = Number((r.rows[r.rows.length - 1] as { offset: string }).offset);
+            after = Number((rows[rows.length - 1] as Chunk).offset);
           }
         })(),
         { objectMode: false },
