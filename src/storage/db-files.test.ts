@@ -87,12 +87,14 @@ describe.each(testDatabases())('dbFileStore on $name', ({ open }) => {
   });
 
   it('reads a chunk larger than its read window, as an earlier version wrote them', async () => {
-    const whole = dbFileStore(db, { chunkBytes: 8 * 1024 * 1024 });
+    const whole = dbFileStore(db, { chunkBytes: 1024 * 1024 });
     const key = 'exports/job-old/Patient.ndjson';
-    const page = (c: string): string => `${c.repeat(1.5 * 1024 * 1024 - 1)}\n`;
+    const page = (c: string): string => `${c.repeat(100 * 1024 - 1)}\n`;
     await whole.append(key, page('a'));
     await whole.append(key, page('b'));
     await whole.append(key, 'c\n');
+    const narrow = dbFileStore(db, { readWindow: 64 * 1024 });
+    expect(await text(narrow, key)).toBe(`${page('a')}${page('b')}c\n`);
     expect(await text(store, key)).toBe(`${page('a')}${page('b')}c\n`);
   });
 

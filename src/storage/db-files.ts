@@ -8,17 +8,17 @@ import type { Db, Queryable } from './db.js';
 import { InvalidFileKeyError, isPlainFileName, localFileStore, type FileStore } from './files.js';
 
 /**
- * The most bytes of text one appended chunk holds. An export appends pages of 2,000 resources, often megabytes; a
- * download reads chunks as JavaScript strings (a Binary's bytes as hex), and one over 128 KB would go to V8's
- * large-object space, which only a full collection frees: with many downloads, memory would climb between
- * collections. 32 KiB is at most 64 KB as a string. A Binary's content is `put` in chunks of the same size.
+ * The most bytes one stored chunk holds. An export appends pages of 2,000 resources, often megabytes, and a
+ * download held whole chunks: 8 of them per query, ~27 MB as JavaScript strings, and more downloads ran at once as
+ * files grew. A Binary's content is `put` in chunks of the same size.
  */
-const CHUNK = 32 * 1024;
+const CHUNK = 256 * 1024;
 /**
- * A download reads the chunks that begin within this many bytes after the last one read: about 1 MiB per query.
- * A chunk beyond that (one larger, written by an earlier version) is read alone.
+ * A download reads the chunks that begin within this many bytes after the last one read: about 4 MiB per query,
+ * so that under load a download waits for a pooled connection a few times per 100 MB, not hundreds. A chunk beyond
+ * that (one larger, written by an earlier version) is read alone.
  */
-const READ_WINDOW = 1024 * 1024;
+const READ_WINDOW = 4 * 1024 * 1024;
 
 /** `bytes` cut into pieces of at most `max` bytes (at least 4), never inside a UTF-8 character. */
 function utf8Pieces(bytes: Buffer, max: number): Buffer[] {
@@ -46,8 +46,11 @@ async function sizeOf(db: Queryable, key: string): Promise<number> {
   return Number(r.rows[0]?.end ?? 0);
 }
 
-/** `chunkBytes`: see CHUNK (smaller in tests). */
-export function dbFileStore(db: Queryable, { chunkBytes = CHUNK }: { chunkBytes?: number } = {}): FileStore {
+/** `chunkBytes`, `readWindow`: see CHUNK and READ_WINDOW (other sizes in tests). */
+export function dbFileStore(
+  db: Queryable,
+  { chunkBytes = CHUNK, readWindow = READ_WINDOW }: { chunkBytes?: number; readWindow?: number } = {},
+): FileStore {
   return {
     async append(key, text) {
       checked(key);
@@ -100,12 +103,12 @@ export function dbFileStore(db: Queryable, { chunkBytes = CHUNK }: { chunkBytes?
       const columns = `SELECT "offset", data, bytes FROM file_chunks WHERE key = $1 AND "offset" > $2`;
       return Readable.from(
         (async function* () {
-          // Chunks are contiguous, so the next one begins within READ_WINDOW of the last one's start.
+          // Chunks are contiguous, so the next one begins within the window of the last one's start.
           for (let after = -1; ;) {
             let { rows } = await db.query<Chunk>(`${columns} AND "offset" <= $2 + $3 ORDER BY "offset"`, [
               key,
               after,
-              READ_WINDOW,
+              readWindow,
             ]);
             if (rows.length === 0)
               ({ rows } = await db.query<Chunk>(`${columns} ORDER BY "offset" LIMIT 1`, [key, after]));
