@@ -9,10 +9,11 @@ import { InvalidFileKeyError, isPlainFileName, localFileStore, type FileStore } 
 
 /**
  * The most bytes one stored chunk holds. An export appends pages of 2,000 resources, often megabytes, and a
- * download held whole chunks: 8 of them per query, ~27 MB as JavaScript strings, and more downloads ran at once as
- * files grew. A Binary's content is `put` in chunks of the same size.
+ * download held whole chunks as JavaScript strings: 8 of them per query, ~27 MB, and more downloads ran at once as
+ * files grew. A chunk of 32 KiB is at most 64 KB as a string, below V8's large-object size (128 KB), so it is
+ * allocated young and dies young. A Binary's content is `put` in chunks of the same size.
  */
-const CHUNK = 256 * 1024;
+const CHUNK = 32 * 1024;
 /**
  * A download reads the chunks that begin within this many bytes after the last one read: about 4 MiB per query,
  * so that under load a download waits for a pooled connection a few times per 100 MB, not hundreds. A chunk beyond
@@ -44,6 +45,24 @@ async function sizeOf(db: Queryable, key: string): Promise<number> {
     [key],
   );
   return Number(r.rows[0]?.end ?? 0);
+}
+
+/**
+ * One query's chunks as one Buffer, copied at once: the chunks' strings die young, in the next scavenge, instead of
+ * living (and being promoted to the old generation) while a slow client is sent them.
+ */
+function bytesOf(rows: readonly { data: string | null; bytes: Uint8Array | null }[]): Buffer {
+  let size = 0;
+  for (const r of rows) size += r.bytes ? r.bytes.length : Buffer.byteLength(r.data ?? '', 'utf8');
+  const out = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (const r of rows) {
+    if (r.bytes) {
+      out.set(r.bytes, at);
+      at += r.bytes.length;
+    } else at += out.write(r.data ?? '', at, 'utf8');
+  }
+  return out;
 }
 
 /** `chunkBytes`, `readWindow`: see CHUNK and READ_WINDOW (other sizes in tests). */
@@ -113,9 +132,8 @@ export function dbFileStore(
             if (rows.length === 0)
               ({ rows } = await db.query<Chunk>(`${columns} ORDER BY "offset" LIMIT 1`, [key, after]));
             if (rows.length === 0) return;
-            for (const row of rows)
-              yield row.bytes ? Buffer.from(row.bytes) : Buffer.from(row.data ?? '', 'utf8');
             after = Number((rows[rows.length - 1] as Chunk).offset);
+            yield bytesOf(rows);
           }
         })(),
         { objectMode: false },
