@@ -5,7 +5,7 @@
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import type { Db, Queryable } from './db.js';
-import { InvalidFileKeyError, isPlainFileName, localFileStore, type FileStore } from './files.js';
+import { concatUtf8, InvalidFileKeyError, isPlainFileName, localFileStore, type FileStore } from './files.js';
 
 /**
  * The most bytes one stored chunk holds. An export appends pages of 2,000 resources, often megabytes, and a
@@ -47,22 +47,28 @@ async function sizeOf(db: Queryable, key: string): Promise<number> {
   return Number(r.rows[0]?.end ?? 0);
 }
 
-/**
- * One query's chunks as one Buffer, copied at once: the chunks' strings die young, in the next scavenge, instead of
- * living (and being promoted to the old generation) while a slow client is sent them.
- */
-function bytesOf(rows: readonly { data: string | null; bytes: Uint8Array | null }[]): Buffer {
-  let size = 0;
-  for (const r of rows) size += r.bytes ? r.bytes.length : Buffer.byteLength(r.data ?? '', 'utf8');
-  const out = Buffer.allocUnsafe(size);
-  let at = 0;
-  for (const r of rows) {
-    if (r.bytes) {
-      out.set(r.bytes, at);
-      at += r.bytes.length;
-    } else at += out.write(r.data ?? '', at, 'utf8');
+/** Rows inserted per statement when a file is written: 4 MiB of 32 KiB chunks. */
+const INSERT_ROWS = 128;
+
+/** Chunks (`data`: text as UTF-8 bytes, or `bytes`) stored one after another from `start`; returns the new end. */
+async function insertChunks(
+  db: Queryable,
+  column: 'data' | 'bytes',
+  key: string,
+  start: number,
+  pieces: readonly Buffer[],
+): Promise<number> {
+  let end = start;
+  for (let i = 0; i < pieces.length; i += INSERT_ROWS) {
+    const values: unknown[] = [key];
+    const rows = pieces.slice(i, i + INSERT_ROWS).map((piece) => {
+      values.push(end, piece);
+      end += piece.length;
+      return `($1, $${values.length - 1}, $${values.length})`;
+    });
+    await db.query(`INSERT INTO file_chunks (key, "offset", ${column}) VALUES ${rows.join(', ')}`, values);
   }
-  return out;
+  return end;
 }
 
 /** `chunkBytes`, `readWindow`: see CHUNK and READ_WINDOW (other sizes in tests). */
@@ -75,30 +81,18 @@ export function dbFileStore(
       checked(key);
       // One writer per file (the job's worker), so the end read here is still the end when the chunks are inserted.
       const bytes = typeof text === 'string' ? Buffer.from(text, 'utf8') : text;
-      const pieces = utf8Pieces(bytes, Math.max(4, chunkBytes));
-      let end = await sizeOf(db, key);
-      if (pieces.length === 0) return end;
-      const values: unknown[] = [key];
-      const rows = pieces.map((piece) => {
-        values.push(end, piece);
-        end += piece.length;
-        return `($1, $${values.length - 1}, $${values.length})`;
-      });
-      await db.query(`INSERT INTO file_chunks (key, "offset", data) VALUES ${rows.join(', ')}`, values);
-      return end;
+      return insertChunks(db, 'data', key, await sizeOf(db, key), utf8Pieces(bytes, Math.max(4, chunkBytes)));
     },
     async put(key, bytes) {
       checked(key);
       // Each version of a Binary has its own key and one writer; a put that failed half-way is replaced by the retry.
       await db.query(`DELETE FROM file_chunks WHERE key = $1`, [key]);
       const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      for (let at = 0; at === 0 || at < buf.length; at += chunkBytes) {
-        await db.query(`INSERT INTO file_chunks (key, "offset", bytes) VALUES ($1, $2, $3)`, [
-          key,
-          at,
-          buf.subarray(at, at + chunkBytes),
-        ]);
-      }
+      // An empty content is one empty chunk, so that the file exists.
+      const pieces: Buffer[] = [];
+      for (let at = 0; at === 0 || at < buf.length; at += chunkBytes)
+        pieces.push(buf.subarray(at, at + chunkBytes));
+      await insertChunks(db, 'bytes', key, 0, pieces);
     },
     async truncate(key, size) {
       checked(key);
@@ -133,7 +127,9 @@ export function dbFileStore(
               ({ rows } = await db.query<Chunk>(`${columns} ORDER BY "offset" LIMIT 1`, [key, after]));
             if (rows.length === 0) return;
             after = Number((rows[rows.length - 1] as Chunk).offset);
-            yield bytesOf(rows);
+            // Copied into one Buffer at once, so the rows' strings die young instead of living (and being promoted
+            // to the old generation) while a slow client is sent them.
+            yield concatUtf8(rows.map((r) => r.bytes ?? r.data ?? ''));
           }
         })(),
         { objectMode: false },

@@ -18,6 +18,26 @@ export interface FileStore {
   deleteDir(prefix: string): Promise<void>;
 }
 
+/**
+ * Texts and bytes copied into one Buffer (text as UTF-8), with a newline after each part when `lines` is set: one
+ * allocation outside the JavaScript heap, sized first, instead of a joined string.
+ */
+export function concatUtf8(parts: readonly (string | Uint8Array)[], lines = false): Buffer {
+  let size = lines ? parts.length : 0;
+  for (const p of parts) size += typeof p === 'string' ? Buffer.byteLength(p, 'utf8') : p.length;
+  const out = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (const p of parts) {
+    if (typeof p === 'string') at += out.write(p, at, 'utf8');
+    else {
+      out.set(p, at);
+      at += p.length;
+    }
+    if (lines) out[at++] = 0x0a;
+  }
+  return out;
+}
+
 /** A key that is not a `/`-separated list of plain file names; nothing is read, written or deleted. */
 export class InvalidFileKeyError extends Error {
   constructor(key: string) {

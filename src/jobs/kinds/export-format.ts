@@ -7,24 +7,9 @@ import { outcome, type OperationOutcome } from '../../fhir/outcome.js';
 import { applyElements } from '../../fhir/search/elements.js';
 import type { ExportParams } from './export.js';
 import { elementsOf } from './export-query.js';
+import { concatUtf8 } from '../../storage/files.js';
 
 export type Row = { rid: number; json: string };
-
-/**
- * Lines as one UTF-8 Buffer, each followed by a newline. A page's text goes to the file store as bytes: joined into
- * one string it would be megabytes on the JavaScript heap's large-object space, which only a full collection frees.
- */
-function ndjsonBytes(lines: readonly string[]): Buffer {
-  let size = lines.length;
-  for (const l of lines) size += Buffer.byteLength(l, 'utf8');
-  const out = Buffer.allocUnsafe(size);
-  let at = 0;
-  for (const l of lines) {
-    at += out.write(l, at, 'utf8');
-    out[at++] = 0x0a;
-  }
-  return out;
-}
 
 /** How rows become file text. */
 export interface FileFormat {
@@ -33,7 +18,9 @@ export interface FileFormat {
   head?: string;
   /** CSV: top-level properties left in storage (see SearchRequest.omit). */
   omit?: readonly string[];
-  /** The text of `rows` of `type` as UTF-8; a resource that cannot be written is left out and reported to `fail`. */
+  /**
+   * The text of `rows` of `type` as UTF-8 bytes (joined into one string, a page would be megabytes on V8's
+   * large-object space, which only a full collection frees); a resource that cannot be written is left out and reported to `fail`. */
   text(type: string, rows: readonly Row[], fail: (o: OperationOutcome) => void): Promise<Buffer>;
   failures(): { count: number; first: CellFailure } | undefined;
 }
@@ -43,7 +30,11 @@ function ndjson(p: ExportParams): FileFormat {
     ext: 'ndjson',
     text: async (type, rows, fail) => {
       const elements = elementsOf(p, type);
-      if (!elements) return ndjsonBytes(rows.map((r) => r.json));
+      if (!elements)
+        return concatUtf8(
+          rows.map((r) => r.json),
+          true,
+        );
       const lines: string[] = [];
       for (const r of rows) {
         try {
@@ -58,7 +49,7 @@ function ndjson(p: ExportParams): FileFormat {
           );
         }
       }
-      return ndjsonBytes(lines);
+      return concatUtf8(lines, true);
     },
     failures: () => undefined,
   };
