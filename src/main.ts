@@ -48,6 +48,24 @@ async function openEmbedded(config: Config, log: Logger): Promise<{ db: Db; requ
     server = await startEmbeddedPostgres(config.dataDir, {
       poolSize: config.databasePoolSize,
       onError: (err) => log.error({ err: err.message }, 'embedded PostgreSQL error'),
+      // PostgreSQL stopped by itself (killed, out of memory): it is started again on the same directory, its crash
+      // recovery keeping committed work; requests answer 503 meanwhile.
+      onExit: ({ code, signal, log: lastLog, restartInMs, failures }) =>
+        log.error(
+          { code, signal, log: lastLog, restartInMs, failures },
+          failures >= 5
+            ? 'embedded PostgreSQL keeps exiting; restarting'
+            : 'embedded PostgreSQL exited; restarting',
+        ),
+      onRestartFailed: ({ error, attempt, retryInMs, failures }) =>
+        log.error(
+          { err: error.message, attempt, retryInMs, failures },
+          failures >= 5
+            ? 'embedded PostgreSQL keeps failing to start; still retrying'
+            : 'embedded PostgreSQL did not restart; retrying',
+        ),
+      onRestart: ({ attempts, downSeconds }) =>
+        log.warn({ attempts, downSeconds: Number(downSeconds.toFixed(2)) }, 'embedded PostgreSQL restarted'),
     });
   } catch (err) {
     // Where PostgreSQL cannot run (no binaries for this platform, or root in a private directory) and has no data

@@ -259,6 +259,123 @@ function lastLines(file: string, n = 8): string {
   }
 }
 
+/** How a process ended: the wrapper's exit code 128+N (see WRAPPER) stands for PostgreSQL killed by signal N. */
+function howExited(
+  code: number | null,
+  signal: NodeJS.Signals | null,
+): { code: number | null; signal: NodeJS.Signals | null } {
+  if (signal || code === null || code <= 128) return { code, signal };
+  const name = Object.entries(os.constants.signals).find(([, n]) => n === code - 128)?.[0];
+  return name ? { code: null, signal: name as NodeJS.Signals } : { code, signal: null };
+}
+
+function describeExit(e: { code: number | null; signal: NodeJS.Signals | null }): string {
+  return e.signal ? `signal ${e.signal}` : `code ${e.code}`;
+}
+
+/** What PostgreSQL needs to start: the same every time on one data directory. */
+interface ServerSpec {
+  postgres: string;
+  pgdata: string;
+  args: string[];
+  user: { uid: number; gid: number } | undefined;
+  logFd: number;
+  logFile: string;
+  url: string;
+  onError?: (err: Error) => void;
+}
+
+/** A server process (the WRAPPER shell and its PostgreSQL). */
+interface Running {
+  child: ChildProcess;
+  /** Resolves when the process has exited. */
+  exited: Promise<void>;
+  /** How it exited, once it has. */
+  exit?: { code: number | null; signal: NodeJS.Signals | null };
+  /** When it first accepted connections (Date.now()). */
+  readyAt: number;
+}
+
+/** Asks a server to stop (fast shutdown, see WRAPPER) and waits until it has; Cinder stays alive meanwhile. */
+async function stopServer(r: Running): Promise<void> {
+  if (r.exit) return;
+  r.child.ref();
+  r.child.stdin?.end();
+  await r.exited;
+}
+
+/**
+ * Starts PostgreSQL (once a server left on the directory has stopped) and waits until it accepts connections: the
+ * first start and every restart. When it exits first, stays silent for a minute, or `abandon()` turns true meanwhile
+ * (the database is being closed), the server is stopped and waited for, and the start fails.
+ */
+async function launch(s: ServerSpec, abandon: () => boolean): Promise<Running> {
+  await stopLeftover(s.pgdata);
+  const child = spawn('/bin/sh', ['-c', WRAPPER, 'cinder-postgres', s.postgres, '-D', s.pgdata, ...s.args], {
+    stdio: ['pipe', s.logFd, s.logFd],
+    env: { ...process.env, LC_ALL: 'C' },
+    ...(s.user ?? {}),
+  });
+  let settle!: () => void;
+  const r: Running = { child, exited: new Promise((resolve) => (settle = resolve)), readyAt: 0 };
+  child.once('exit', (code, signal) => {
+    r.exit = howExited(code, signal);
+    // Our end of the pipe closes too: were only the shell killed, its watcher then stops PostgreSQL.
+    child.stdin?.destroy();
+    settle();
+  });
+  child.on('error', (err) => {
+    // A shell that could not be started at all emits no 'exit'.
+    if (child.pid === undefined && !r.exit) {
+      r.exit = { code: null, signal: null };
+      settle();
+    }
+    s.onError?.(err);
+  });
+  // Closing the pipe is how the server is stopped; a shell already gone must not make that an error.
+  child.stdin?.on('error', () => undefined);
+  // Cinder must not wait for the server to exit before it may exit itself.
+  child.unref();
+  (child.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+  try {
+    // A server replaying its write-ahead log after a crash answers "starting up" (57P03) for as long as that takes,
+    // which may be minutes: only a server silent for a minute is given up on.
+    let answeredAt = Date.now();
+    for (;;) {
+      if (r.exit)
+        throw new Error(
+          `embedded PostgreSQL did not start (exit ${describeExit(r.exit)}):\n${lastLines(s.logFile)}`,
+        );
+      if (abandon()) throw new Error('embedded PostgreSQL start abandoned: the database is closing');
+      const c = new pg.Client({ connectionString: s.url });
+      try {
+        await c.connect();
+        await c.query('SELECT 1');
+        await c.end();
+        r.readyAt = Date.now();
+        return r;
+      } catch (err) {
+        await c.end().catch(() => undefined);
+        if ((err as { code?: unknown }).code === '57P03') answeredAt = Date.now();
+      }
+      if (Date.now() - answeredAt > 60_000)
+        throw new Error(`embedded PostgreSQL did not accept connections:\n${lastLines(s.logFile)}`);
+      await sleep(50);
+    }
+  } catch (err) {
+    await stopServer(r);
+    throw err;
+  }
+}
+
+/** A server that ran at least this long before it exited starts a new series of restarts (short waits again). */
+const STAYED_UP_MS = 30_000;
+
+/** The wait before restart attempt `n` of a series (1, 2, …): 0.5 s doubling to 10 s. */
+function restartDelayMs(n: number): number {
+  return Math.min(500 * 2 ** Math.max(0, n - 1), 10_000);
+}
+
 export interface EmbeddedPostgres {
   /** The pool used for migrations and jobs (statements without a time limit). */
   db: Db;
@@ -268,15 +385,49 @@ export interface EmbeddedPostgres {
   startSeconds: number;
 }
 
+/** PostgreSQL stopped without Cinder asking it to (killed, crashed); it is started again after `restartInMs`. */
+export interface EmbeddedPostgresExit {
+  /** PostgreSQL's exit code, or null when a signal ended it. */
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** The last lines of PostgreSQL's log. */
+  log: string;
+  restartInMs: number;
+  /** Starts in a row that failed or did not stay up 30 s, this exit included. */
+  failures: number;
+}
+
+/** A restart attempt failed; the next follows after `retryInMs`. */
+export interface EmbeddedPostgresRestartFailure {
+  error: Error;
+  /** Attempts since the server exited, this one included. */
+  attempt: number;
+  retryInMs: number;
+  /** Starts in a row that failed or did not stay up 30 s. */
+  failures: number;
+}
+
 export interface EmbeddedPostgresOptions {
   /** Connections of the main pool (default 20); the server allows room for a second pool of the same size. */
   poolSize?: number;
   /** Where PostgreSQL's own log goes (default `<dataDir>/postgres.log`). */
   logFile?: string;
+  /** Errors of the server process and of the main pool's idle connections (and what the callbacks below miss). */
   onError?: (err: Error) => void;
+  /** The server exited by itself and is to be restarted (without this option: onError). */
+  onExit?: (exit: EmbeddedPostgresExit) => void;
+  /** A restart attempt failed; restarts go on (without this option: onError). */
+  onRestartFailed?: (failure: EmbeddedPostgresRestartFailure) => void;
+  /** The restarted server accepts connections again. */
+  onRestart?: (restart: { attempts: number; downSeconds: number }) => void;
 }
 
-/** Starts (creating on first use) the embedded PostgreSQL server of `dataDir` and opens a pool on it. */
+/**
+ * Starts (creating on first use) the embedded PostgreSQL server of `dataDir` and opens a pool on it. A server that
+ * exits while the database is open is started again on the same directory (its crash recovery keeps committed
+ * work), after 0.5 s, doubling to 10 s while starts fail or the server does not stay up 30 s, for as long as it
+ * takes; the pools' connections go to the same socket, so new ones reach the new server. `db.close()` ends that.
+ */
 export async function startEmbeddedPostgres(
   dataDir: string,
   opts: EmbeddedPostgresOptions = {},
@@ -286,7 +437,6 @@ export async function startEmbeddedPostgres(
   let bin = await binaries();
   fs.mkdirSync(dataDir, { recursive: true });
   const release = lock ? acquireDirLock(dataDir) : undefined;
-  let child: ChildProcess | undefined;
   try {
     const pgdata = path.resolve(dataDir, POSTGRES_SUBDIR);
     const user = serverUser(dataDir);
@@ -296,6 +446,7 @@ export async function startEmbeddedPostgres(
     if (fs.existsSync(logFile) && fs.statSync(logFile).size > 10 * 1024 * 1024)
       fs.renameSync(logFile, `${logFile}.1`);
     const logFd = fs.openSync(logFile, 'a');
+    let socketDir = pgdata;
     try {
       if (!fs.existsSync(path.join(pgdata, 'PG_VERSION'))) {
         fs.rmSync(pgdata, { recursive: true, force: true }); // a half-made directory of an interrupted initdb
@@ -307,10 +458,8 @@ export async function startEmbeddedPostgres(
           { logFd, ...(user ? { user } : {}) },
         );
       }
-      await stopLeftover(pgdata);
       // A Unix socket path is at most ~107 bytes, and the setting is a comma-separated list: a deep data directory,
       // or one with unusual characters in its path, gets a private socket directory under the temporary directory.
-      let socketDir = pgdata;
       if (Buffer.byteLength(path.join(pgdata, '.s.PGSQL.5432.lock')) > 100 || !/^[\w./-]+$/.test(pgdata)) {
         socketDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-pg-'));
         if (user) fs.chownSync(socketDir, user.uid, user.gid);
@@ -327,70 +476,128 @@ export async function startEmbeddedPostgres(
         // PostgreSQL's processes show as `postgres: cinder: …` in `ps`.
         cluster_name: 'cinder',
       };
-      const args = Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
-      child = spawn('/bin/sh', ['-c', WRAPPER, 'cinder-postgres', bin.postgres, '-D', pgdata, ...args], {
-        stdio: ['pipe', logFd, logFd],
-        env: { ...process.env, LC_ALL: 'C' },
-        ...(user ?? {}),
-      });
-      const server = child;
-      let closing = false;
-      let exitCode: number | null | undefined;
-      server.on('exit', (code) => {
-        exitCode = code;
-        if (!closing)
-          opts.onError?.(new Error(`embedded PostgreSQL exited with ${code}: ${lastLines(logFile, 3)}`));
-      });
-      server.on('error', (err) => opts.onError?.(err));
-      // Cinder must not wait for the server to exit before it may exit itself.
-      server.unref();
-      (server.stdin as unknown as { unref?: () => void } | null)?.unref?.();
       const url = `postgresql://${SUPERUSER}@localhost/postgres?host=${encodeURIComponent(socketDir)}`;
-      for (let i = 0; ; i++) {
-        if (exitCode !== undefined)
-          throw new Error(`embedded PostgreSQL did not start (exit ${exitCode}):\n${lastLines(logFile)}`);
-        const c = new pg.Client({ connectionString: url });
+      const spec: ServerSpec = {
+        postgres: bin.postgres,
+        pgdata,
+        args: Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]),
+        user,
+        logFd,
+        logFile,
+        url,
+        ...(opts.onError ? { onError: opts.onError } : {}),
+      };
+
+      /** Runs a callback of opts; one that throws must not stop the restarts. */
+      const tell = (fn: () => void): void => {
         try {
-          await c.connect();
-          await c.query('SELECT 1');
-          await c.end();
-          break;
+          fn();
         } catch {
-          await c.end().catch(() => undefined);
+          // the caller's logging failed; nothing to do here
         }
-        if (i > 1200)
-          throw new Error(`embedded PostgreSQL did not accept connections:\n${lastLines(logFile)}`);
-        await sleep(50);
-      }
+      };
+      let closing = false;
+      let server = await launch(spec, () => closing);
+      /** Starts in a row that failed or did not stay up STAYED_UP_MS. */
+      let failures = 0;
+      let restarting: Promise<void> | undefined;
+      let wake: (() => void) | undefined;
+      /** Waits ms, or less when close() begins. */
+      const pause = (ms: number): Promise<void> =>
+        new Promise((resolve) => {
+          const done = (): void => {
+            clearTimeout(timer);
+            wake = undefined;
+            resolve();
+          };
+          const timer = setTimeout(done, ms);
+          timer.unref();
+          wake = done;
+        });
+
+      const restart = async (downSince: number, delay: number): Promise<void> => {
+        for (let attempt = 1; ; attempt++) {
+          await pause(delay);
+          if (closing) return;
+          try {
+            server = await launch(spec, () => closing);
+          } catch (err) {
+            if (closing) return;
+            failures++;
+            delay = restartDelayMs(failures);
+            const error = err instanceof Error ? err : new Error(String(err));
+            tell(() =>
+              opts.onRestartFailed
+                ? opts.onRestartFailed({ error, attempt, retryInMs: delay, failures })
+                : opts.onError?.(error),
+            );
+            continue;
+          }
+          if (closing) return; // close() stops the new server
+          tell(() => opts.onRestart?.({ attempts: attempt, downSeconds: (Date.now() - downSince) / 1000 }));
+          watch(server);
+          return;
+        }
+      };
+
+      const watch = (r: Running): void => {
+        void r.exited.then(() => {
+          if (closing || r !== server) return;
+          const now = Date.now();
+          failures = now - r.readyAt >= STAYED_UP_MS ? 1 : failures + 1;
+          const delay = restartDelayMs(failures);
+          const exit = r.exit ?? { code: null, signal: null };
+          const log = lastLines(logFile, 3);
+          tell(() =>
+            opts.onExit
+              ? opts.onExit({ ...exit, log, restartInMs: delay, failures })
+              : opts.onError?.(
+                  new Error(`embedded PostgreSQL exited with ${describeExit(exit)}: ${log}; restarting`),
+                ),
+          );
+          restarting = restart(now, delay);
+        });
+      };
+      watch(server);
+
       const open = (o: PostgresOptions): Promise<Db> => openPostgres(url, { max: poolSize, ...o });
-      const base = await open({ ...(opts.onError ? { onError: opts.onError } : {}) });
+      const base = await open({ ...(opts.onError ? { onError: opts.onError } : {}) }).catch(
+        async (err: unknown) => {
+          closing = true;
+          await stopServer(server);
+          throw err;
+        },
+      );
+      let closed: Promise<void> | undefined;
+      const close = async (): Promise<void> => {
+        closing = true;
+        wake?.();
+        try {
+          await base.close();
+        } finally {
+          // A restart under way ends (abandoned, its server stopped) or has its new server stopped here.
+          await restarting;
+          await stopServer(server);
+          fs.closeSync(logFd);
+          if (socketDir !== pgdata) fs.rmSync(socketDir, { recursive: true, force: true });
+          release?.();
+        }
+      };
       const db: Db = {
         kind: 'postgres',
         query: base.query,
         transaction: base.transaction,
         session: base.session,
         exec: base.exec,
-        async close(): Promise<void> {
-          closing = true;
-          await base.close();
-          if (exitCode === undefined) {
-            const exited = new Promise((r) => server.once('exit', r));
-            server.ref(); // keep Cinder alive until the server has stopped
-            server.stdin?.end();
-            await exited;
-          }
-          fs.closeSync(logFd);
-          if (socketDir !== pgdata) fs.rmSync(socketDir, { recursive: true, force: true });
-          release?.();
-        },
+        close: () => (closed ??= close()),
       };
       return { db, openPool: open, startSeconds: (performance.now() - started) / 1000 };
     } catch (err) {
       fs.closeSync(logFd);
+      if (socketDir !== pgdata) fs.rmSync(socketDir, { recursive: true, force: true });
       throw err;
     }
   } catch (err) {
-    child?.stdin?.end();
     release?.();
     throw err;
   }

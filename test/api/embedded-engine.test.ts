@@ -1,5 +1,6 @@
 // The embedded default is PostgreSQL from npm packages (issue 16): a dataDir written by the PGlite engine is moved
-// into it at the first start, with a log line, and everything in it stays readable, searchable and writable.
+// into it at the first start, with a log line, and everything in it stays readable, searchable and writable. A
+// PostgreSQL killed while Cinder runs is started again, and requests are answered again.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -87,5 +88,74 @@ describe('the embedded database', () => {
     call = api(await clientToken(port, admin.clientId, admin.clientSecret));
     expect((await call('GET', 'Patient?family=Movable')).body.total).toBe(4);
     await stop(again);
+  }, 300_000);
+
+  it('answers again after its PostgreSQL was killed with SIGKILL: the server is restarted, committed work kept', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-pgkill-'));
+    dirs.push(dataDir);
+    const configFile = path.join(dataDir, 'cinder.json');
+    fs.writeFileSync(configFile, JSON.stringify({ admin }));
+    const port = await freePort();
+    const server = startServer({
+      CINDER_CONFIG: configFile,
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      LOG_LEVEL: 'info',
+    });
+    const postmaster = (): number =>
+      Number(fs.readFileSync(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const alive = (pid: number): boolean => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    try {
+      await waitHealthy(port, server.child);
+      const token = await clientToken(port, admin.clientId, admin.clientSecret);
+      const call = async (method: string, url: string, body?: unknown) => {
+        const res = await fetch(`http://127.0.0.1:${port}/fhir/R4/${url}`, {
+          method,
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
+          ...(body ? { body: JSON.stringify(body) } : {}),
+        });
+        return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+      };
+      const created = await call('POST', 'Patient', {
+        resourceType: 'Patient',
+        name: [{ family: 'Survivor' }],
+      });
+      expect(created.status).toBe(201);
+      const id = created.body.id as string;
+
+      const killed = postmaster();
+      process.kill(killed, 'SIGKILL');
+      // Until the restarted server answers (a backend of the killed one may still answer a moment), then reads.
+      const deadline = Date.now() + 60_000;
+      let read = { status: 0, body: {} as Record<string, unknown> };
+      while (!server.output().includes('"msg":"embedded PostgreSQL restarted"') || read.status !== 200) {
+        if (Date.now() > deadline)
+          throw new Error(`no answer after the restart (last status ${read.status})`);
+        await new Promise((r) => setTimeout(r, 200));
+        read = await call('GET', `Patient/${id}`).catch(() => read);
+      }
+      expect(server.child.exitCode).toBeNull();
+      expect(server.output()).toMatch(/"signal":"SIGKILL".*"msg":"embedded PostgreSQL exited; restarting"/);
+      expect((read.body.name as { family: string }[])[0]?.family).toBe('Survivor');
+      const restarted = postmaster();
+      expect(restarted).not.toBe(killed);
+      expect(
+        (await call('POST', 'Patient', { resourceType: 'Patient', name: [{ family: 'Survivor' }] })).status,
+      ).toBe(201);
+      expect((await call('GET', 'Patient?family=Survivor')).body.total).toBe(2);
+
+      server.child.kill('SIGTERM');
+      expect(await exited(server.child)).toBe(0);
+      expect(alive(restarted)).toBe(false);
+    } finally {
+      if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill('SIGKILL');
+    }
   }, 300_000);
 });
