@@ -16,6 +16,9 @@
 //   GROWTH_ANALYZE       1 (default): ANALYZE after each load step, as autovacuum would soon after; 0 leaves it
 //   GROWTH_REUSE         1: measure the `cinder_growth` database a previous run left (migrated to this version by the
 //                        server's start), loading nothing: the same data before and after a change
+//   GROWTH_HOT_PATIENTS  Observation searches pick their subject among the first N Patients only (default: all with
+//                        Observations): the same tables with a working set that fits in memory, to tell the cost of
+//                        a table's size from the cost of reading a larger part of it from disk
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -34,6 +37,7 @@ const RUNS = Number(process.env.GROWTH_RUNS ?? 3);
 const DURATION = Number(process.env.GROWTH_DURATION ?? 5);
 const ANALYZE = process.env.GROWTH_ANALYZE !== '0';
 const REUSE = process.env.GROWTH_REUSE === '1';
+const HOT = Number(process.env.GROWTH_HOT_PATIENTS ?? Infinity);
 const CONNECTIONS = 10;
 const BATCH = 500;
 const LOADERS = 4;
@@ -169,7 +173,7 @@ function tests(base: string, token: string, ids: string[], obsIds: string[]): Ma
     headers: auth,
     requests: [{ method: 'GET', setupRequest: (r) => ({ ...r, path: `/fhir/R4/${path()}` }) }],
   });
-  const withObs = ids.slice(0, Math.min(ids.length, OBS_PATIENTS));
+  const withObs = ids.slice(0, Math.min(ids.length, OBS_PATIENTS, HOT));
   return new Map<string, Options>([
     ['healthcheck', { url: `${base}healthcheck` }],
     ['read Patient', get(() => `Patient/${pick(ids)}`)],
@@ -213,13 +217,26 @@ async function measure(all: Map<string, Options>): Promise<Map<string, Result[]>
   return out;
 }
 
+interface ExplainJson {
+  'Execution Time': number;
+  'Planning Time': number;
+  Plan: { 'Shared Hit Blocks'?: number; 'Shared Read Blocks'?: number; 'I/O Read Time'?: number };
+}
+
 /**
  * The database's own time for each search form (EXPLAIN ANALYZE of the SQL the server runs, 15 values each, median
  * execution and planning ms): the part of a search that grows with the data, apart from HTTP and the machine's load.
+ * Also the pages it touched, how many of them were not in PostgreSQL's shared buffers, and the time spent reading
+ * those: a plan that stays the same touches as many pages at every size; a search that reads more of them as the
+ * data outgrows the memory slows down for that reason alone.
  */
 async function dbTimes(url: string, ids: string[]): Promise<Record<string, string>> {
-  // As Cinder's own sessions run (storage/postgres.ts): without parallel query.
-  const client = new pg.Client({ connectionString: url, options: '-c max_parallel_workers_per_gather=0' });
+  // As Cinder's own sessions run (storage/postgres.ts): without parallel query. track_io_timing (superuser) times
+  // the pages read from outside PostgreSQL's shared buffers: the operating system's cache or the disk.
+  const client = new pg.Client({
+    connectionString: url,
+    options: '-c max_parallel_workers_per_gather=0 -c track_io_timing=on',
+  });
   await client.connect();
   try {
     const project = (
@@ -227,7 +244,7 @@ async function dbTimes(url: string, ids: string[]): Promise<Record<string, strin
         `SELECT project_id FROM resources WHERE resource_type = 'Patient' LIMIT 1`,
       )
     ).rows[0]?.project_id as string;
-    const withObs = ids.slice(0, Math.min(ids.length, OBS_PATIENTS));
+    const withObs = ids.slice(0, Math.min(ids.length, OBS_PATIENTS, HOT));
     const forms: [string, string, (k: number) => Record<string, string>][] = [
       [
         'Patient?identifier=',
@@ -265,18 +282,40 @@ async function dbTimes(url: string, ids: string[]): Promise<Record<string, strin
     for (const [name, type, query] of forms) {
       const exec: number[] = [];
       const plan: number[] = [];
+      const pages: number[] = [];
+      const reads: number[] = [];
+      const io: number[] = [];
       for (let k = 0; k < 15; k++) {
         const q = searchSql(parseSearchRequest(type, query(k)), { projectId: project });
-        const r = await client.query<{
-          'QUERY PLAN': { 'Execution Time': number; 'Planning Time': number }[];
-        }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${q.text}`, q.values as unknown[]);
+        const r = await client.query<{ 'QUERY PLAN': ExplainJson[] }>(
+          `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${q.text}`,
+          q.values as unknown[],
+        );
         const p = r.rows[0]?.['QUERY PLAN'][0];
         exec.push(p?.['Execution Time'] ?? NaN);
         plan.push(p?.['Planning Time'] ?? NaN);
+        pages.push((p?.Plan['Shared Hit Blocks'] ?? 0) + (p?.Plan['Shared Read Blocks'] ?? 0));
+        reads.push(p?.Plan['Shared Read Blocks'] ?? NaN);
+        io.push(p?.Plan['I/O Read Time'] ?? NaN);
       }
-      out[name] = `${median(exec).toFixed(2)} ms (+${median(plan).toFixed(2)} planning)`;
+      out[name] =
+        `${median(exec).toFixed(2)} ms (+${median(plan).toFixed(2)} planning); ` +
+        `${median(reads)} of ${median(pages)} pages read, ${median(io).toFixed(2)} ms`;
     }
     return out;
+  } finally {
+    await client.end();
+  }
+}
+
+async function databaseSize(url: string): Promise<string> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const r = await client.query<{ size: string }>(
+      'SELECT pg_size_pretty(pg_database_size(current_database())) AS size',
+    );
+    return r.rows[0]?.size ?? '?';
   } finally {
     await client.end();
   }
@@ -369,7 +408,7 @@ async function main(): Promise<void> {
       }
       console.table(rows.filter((r) => r.patients === size));
       const times = await dbTimes(u.toString(), ids);
-      dbRows.push({ patients: size, ...times });
+      dbRows.push({ patients: size, 'database size': await databaseSize(u.toString()), ...times });
       console.table([times]);
     }
     console.log(`server peak RSS ${server.peakRssMb()} MB`);
