@@ -178,6 +178,8 @@ function tests(base: string, token: string, ids: string[], obsIds: string[]): Ma
     ['healthcheck', { url: `${base}healthcheck` }],
     ['read Patient', get(() => `Patient/${pick(ids)}`)],
     ['read Observation', get(() => `Observation/${pick(obsIds)}`)],
+    ['vread Observation', get(() => `Observation/${pick(obsIds)}/_history/1`)],
+    ['history of an Observation', get(() => `Observation/${pick(obsIds)}/_history`)],
     ['Patient?identifier=', get(() => `Patient?identifier=MRN-${100000 + ((n++ * 7919) % ids.length)}`)],
     ['Patient?family=&_count=20', get(() => `Patient?family=${encodeURIComponent(pick(fams))}&_count=20`)],
     ['Observation?subject=&_count=20', get(() => `Observation?subject=Patient/${pick(withObs)}&_count=20`)],

@@ -97,8 +97,9 @@ export async function history(
   if (id !== undefined && resourceType !== undefined) {
     const row = await readVisibleRow(db, ctx, resourceType, id);
     if (!row) throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'history.not-found');
-    args.push(id);
-    where.push(`id = $${args.length}`);
+    // By rid (the history's key, kept for life): by id alone, the rows of every resource of the type are read.
+    args.push(row.rid);
+    where.push(`rid = $${args.length}`);
   } else if (ctx.scope.projectId !== null) {
     args.push(ctx.scope.projectId);
     where.push(`project_id = $${args.length}`);
