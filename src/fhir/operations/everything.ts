@@ -60,16 +60,19 @@ async function everything(db: Queryable, i: OperationInput): Promise<FhirResult>
   const values: unknown[] = [];
   const bind = (v: unknown): string => `$${values.push(v)}`;
   const pairs = types.flatMap((t) => (compartment.get(t) ?? []).map((code) => `${t} ${code}`));
-  const self =
-    !p.types || p.types.includes('Patient')
-      ? `(r.resource_type = 'Patient' AND r.id = ${bind(id)})`
-      : 'FALSE';
-  const conds = [
-    'NOT r.deleted',
-    `r.rid > ${bind(p.after)}`,
-    `(${self} OR EXISTS (SELECT 1 FROM sp_reference x WHERE x.rid = r.rid AND x.target_type = 'Patient' ` +
-      `AND x.target_id = ${bind(id)} AND x.resource_type || ' ' || x.code = ANY(${bind(pairs)}::text[])))`,
+  const codes = [...new Set(types.flatMap((t) => compartment.get(t) ?? []))];
+  // The Patient itself, and the resources whose compartment params reference it, found through the reference index
+  // (type, param, `Patient/id`: an index range each) as one set of rids. Checked row by row from `r` instead, every
+  // resource of the project was read (3.4 s at 5 million Observations).
+  const members = [
+    ...(!p.types || p.types.includes('Patient')
+      ? [`SELECT s.rid FROM resources s WHERE s.resource_type = 'Patient' AND s.id = ${bind(id)}`]
+      : []),
+    `SELECT x.rid FROM sp_reference x WHERE x.resource_type = ANY(${bind(types)}::text[]) ` +
+      `AND x.code = ANY(${bind(codes)}::text[]) AND x.ref = ${bind(`Patient/${id}`)} ` +
+      `AND x.resource_type || ' ' || x.code = ANY(${bind(pairs)}::text[])`,
   ];
+  const conds = ['NOT r.deleted', `r.rid > ${bind(p.after)}`, `r.rid IN (${members.join(' UNION ALL ')})`];
   if (ctx.scope.projectId !== null) conds.push(`r.project_id = ${bind(ctx.scope.projectId)}`);
   const reach = patientCondition(ctx.scope, 'r', bind);
   if (reach) conds.push(reach);

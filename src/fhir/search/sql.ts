@@ -304,7 +304,7 @@ function whereClause(req: SearchRequest, scope: AccessScope, b: Builder, skip?: 
         `AND coalesce(mp.content->>'active', 'true') <> 'false')`,
     );
   }
-  if (req.compartment) conds.push(compartmentCondition(req.compartment, b));
+  if (req.compartment) conds.push(compartmentCondition(req.resourceType, req.compartment, b));
   const reach = patientCondition(scope, 'r', (v) => b.p(v), req.resourceType);
   if (reach) conds.push(reach);
   for (const f of req.filters)
@@ -312,15 +312,24 @@ function whereClause(req: SearchRequest, scope: AccessScope, b: Builder, skip?: 
   return conds.join(' AND ');
 }
 
-/** A row `r` in the compartment: one of the params references its resource (`{def}`: it is that resource). */
-function compartmentCondition(c: NonNullable<SearchRequest['compartment']>, b: Builder): string {
+/**
+ * A row `r` (of `resourceType`) in the compartment: one of the params references its resource (`{def}`: it is that
+ * resource). The references are found through the reference index (type, param, `Type/id`), as a `subject=` filter
+ * is: a reference with a target id is indexed as exactly that `Type/id` (normalise.ts). By target type and id, which
+ * no index starts with, every reference row of the table was read (1.3 s at 10 million).
+ */
+function compartmentCondition(
+  resourceType: string,
+  c: NonNullable<SearchRequest['compartment']>,
+  b: Builder,
+): string {
   const params = c.params.filter((p) => p !== '{def}');
   const x = b.alias('c');
   const alternatives =
     params.length > 0
       ? [
-          `EXISTS (SELECT 1 FROM sp_reference ${x} WHERE ${x}.rid = r.rid AND ${x}.code = ANY(${b.p(params, 'text[]')}) ` +
-            `AND ${x}.target_type = ${b.p(c.type)} AND ${x}.target_id = ${b.p(c.id)})`,
+          `r.rid IN (SELECT ${x}.rid FROM sp_reference ${x} WHERE ${x}.resource_type = ${b.p(resourceType)} ` +
+            `AND ${x}.code = ANY(${b.p(params, 'text[]')}) AND ${x}.ref = ${b.p(`${c.type}/${c.id}`)})`,
         ]
       : [];
   if (c.params.includes('{def}')) alternatives.push(`r.id = ${b.p(c.id)}`);

@@ -1,0 +1,165 @@
+// What one resource or one Patient asks for is found through an index, whatever the number of other resources:
+// - a vread and an instance history by the history's key (rid, version_id): by (resource_type, id), which
+//   resource_history has no index for, they read every history row of the type (27 s at five million Observations
+//   in bench/growth.ts);
+// - a compartment search (`Patient/<id>/Observation`) and `$everything` by the reference index (type, param,
+//   `Patient/<id>`): by target type and id, they read every reference row (1.3 s) or every resource (3.4 s).
+// The statements the repository runs are captured and explained; throughput is measured by the benchmarks.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testDatabases } from '../../../test/support/db.js';
+import type { Db } from '../../storage/db.js';
+import { recordQueries, tableAccess, type Recorded } from '../../../test/support/plans.js';
+import { everythingOperation } from '../operations/everything.js';
+import type { OperationInput } from '../operations/operation.js';
+import { searchCompartment } from './compartment-search.js';
+import type { Resource } from '../types.js';
+import type { RawJson } from '../result.js';
+import { systemContext } from './context.js';
+import { commitCreates } from './create.js';
+import { history } from './history.js';
+import { prepareWrite } from './prepare.js';
+import { vreadResource } from './read.js';
+import { updateResource } from './update.js';
+
+const PATIENTS = 3000;
+
+/** A repository answer's body (a RawJson holding the stored text) as an object. */
+const json = (body: unknown): Resource & { name?: unknown } =>
+  JSON.parse((body as RawJson).text) as Resource & { name?: unknown };
+
+describe.each(testDatabases())('lookups by index on $name', ({ open }) => {
+  let db: Db;
+  const ctx = systemContext('project-a', {
+    clock: () => new Date(),
+    newId: () => crypto.randomUUID(),
+    fhirBase: 'http://localhost/fhir/R4',
+  });
+  const id = (i: number): string => `hp-${i}`;
+
+  beforeAll(async () => {
+    db = await open();
+    const now = new Date();
+    for (let from = 0; from < PATIENTS; from += 500) {
+      const items = Array.from({ length: 500 }, (_, k) =>
+        prepareWrite(
+          ctx,
+          { resourceType: 'Patient', name: [{ family: `Before${from + k}` }] } as Resource,
+          id(from + k),
+          1,
+          now,
+        ),
+      );
+      await db.transaction((tx) => commitCreates(tx, ctx, items));
+      const observations = Array.from({ length: 1000 }, (_, k) =>
+        prepareWrite(
+          ctx,
+          {
+            resourceType: 'Observation',
+            status: 'final',
+            code: { coding: [{ system: 'http://loinc.org', code: k < 500 ? '8302-2' : '29463-7' }] },
+            subject: { reference: `Patient/${id(from + (k % 500))}` },
+          } as Resource,
+          `obs-${2 * from + k}`,
+          1,
+          now,
+        ),
+      );
+      await db.transaction((tx) => commitCreates(tx, ctx, observations));
+    }
+    for (const i of [7, 1500, 2999]) {
+      await updateResource(db, ctx, 'Patient', id(i), {
+        resourceType: 'Patient',
+        id: id(i),
+        name: [{ family: `After${i}` }],
+      } as Resource);
+    }
+    await db.query('ANALYZE');
+  }, 120_000);
+  afterAll(() => db?.close());
+
+  it('a vread reads its version through the history key', async () => {
+    const { q, seen } = recordQueries(db, /FROM resource_history/);
+    const v1 = await vreadResource(q, ctx, 'Patient', id(1500), '1');
+    const v2 = await vreadResource(q, ctx, 'Patient', id(1500), '2');
+    expect(json(v1.body).name).toEqual([{ family: 'Before1500' }]);
+    expect(json(v2.body).name).toEqual([{ family: 'After1500' }]);
+    expect(v2.versionId).toBe('2');
+    expect(seen.length).toBe(2);
+    for (const s of seen) {
+      const access = await tableAccess(db, s, 'resource_history');
+      expect(access).toHaveLength(1);
+      expect(access[0]).toMatch(/^Index (Only )?Scan resource_history_pkey$/);
+    }
+  });
+
+  it('an instance history lists its versions, newest first, through the history key', async () => {
+    const { q, seen } = recordQueries(db, /FROM resource_history/);
+    const res = await history(
+      q,
+      ctx,
+      'Patient',
+      id(2999),
+      {},
+      'http://localhost/fhir/R4/Patient/hp-2999/_history',
+    );
+    const body = json(res.body) as unknown as {
+      total: number;
+      entry: { resource: Resource & { meta: { versionId: string } } }[];
+    };
+    expect(body.total).toBe(2);
+    expect(body.entry.map((e) => e.resource.meta.versionId)).toEqual(['2', '1']);
+    expect(body.entry[1]?.resource.name).toEqual([{ family: 'Before2999' }]);
+    expect(seen.length).toBe(2); // the total and the page
+    for (const s of seen) {
+      const access = await tableAccess(db, s, 'resource_history');
+      expect(access).toHaveLength(1);
+      expect(access[0]).toMatch(/resource_history_pkey$/);
+    }
+  });
+
+  it('a compartment search finds its resources through the reference index', async () => {
+    const { q, seen } = recordQueries(db, /FROM sp_reference/);
+    const res = await searchCompartment(
+      q,
+      ctx,
+      'Patient',
+      id(1234),
+      'Observation',
+      { code: 'http://loinc.org|8302-2' },
+      `${ctx.fhirBase}/Patient/${id(1234)}/Observation`,
+    );
+    const body = json(res.body) as unknown as { entry: { resource: Resource & { subject: unknown } }[] };
+    expect(body.entry.map((e) => e.resource.id)).toEqual(['obs-2234']);
+    expect(body.entry[0]?.resource.subject).toEqual({ reference: `Patient/${id(1234)}` });
+    expect(seen.length).toBeGreaterThan(0);
+    for (const s of seen) {
+      expect(await tableAccess(db, s, 'sp_reference')).not.toContain('Seq Scan');
+      expect(await tableAccess(db, s, 'resources')).not.toContain('Seq Scan');
+    }
+  });
+
+  it('$everything finds the Patient and its compartment through the reference index', async () => {
+    const { q, seen } = recordQueries(db, /FROM resources r/);
+    const url = `${ctx.fhirBase}/Patient/${id(2222)}/$everything`;
+    const res = await everythingOperation.run(
+      { db: q } as unknown as Parameters<typeof everythingOperation.run>[0],
+      {
+        ctx,
+        type: 'Patient',
+        id: id(2222),
+        request: { url, query: {} } as unknown as OperationInput['request'],
+        warn: () => undefined,
+      },
+    );
+    const body = json(res.body) as unknown as { total: number; entry: { resource: Resource }[] };
+    expect(body.entry.map((e) => `${e.resource.resourceType}/${e.resource.id}`).sort()).toEqual([
+      'Observation/obs-4222',
+      'Observation/obs-4722',
+      `Patient/${id(2222)}`,
+    ]);
+    expect(seen.length).toBe(1);
+    const s = seen[0] as Recorded;
+    expect(await tableAccess(db, s, 'sp_reference')).not.toContain('Seq Scan');
+    expect(await tableAccess(db, s, 'resources')).not.toContain('Seq Scan');
+  });
+});
