@@ -180,6 +180,30 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
     ).json();
     expect(typeHist.entry.length).toBe(2);
     expect(typeHist.link.some((l: { relation: string }) => l.relation === 'next')).toBe(true);
+    // A type's history with more pages is not counted unless asked: counting grows with the table.
+    expect(typeHist.total).toBeUndefined();
+    const typeHistory = async (query: string): Promise<{ total?: number; entry?: unknown[] }> =>
+      (
+        await ctx.t.request({
+          method: 'GET',
+          url: `${ctx.t.fhir}/Patient/_history${query}`,
+          token: ctx.token,
+        })
+      ).json();
+    const all = await typeHistory('?_count=1000');
+    expect(all.total).toBe(all.entry?.length); // the first page holds every entry: its length is the total
+    expect(all.total).toBeGreaterThanOrEqual(3);
+    expect((await typeHistory('?_count=2&_total=accurate')).total).toBe(all.total);
+    expect((await typeHistory('?_count=0')).total).toBe(all.total);
+    expect((await typeHistory('?_count=1000&_total=none')).total).toBeUndefined();
+    const instanceUncounted = (
+      await ctx.t.request({ method: 'GET', url: `${url}/_history?_total=none`, token: ctx.token })
+    ).json();
+    expect(instanceUncounted.total).toBeUndefined();
+    expect(instanceUncounted.entry).toHaveLength(3);
+    const bad = await ctx.t.request({ method: 'GET', url: `${url}/_history?_total=maybe`, token: ctx.token });
+    expect(bad.statusCode).toBe(400);
+    expect(issue(bad.body).code).toBe('invalid');
   });
 
   it('rejects invalid resources with issues that carry expressions', async () => {
