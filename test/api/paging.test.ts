@@ -224,6 +224,27 @@ describe.each(testDatabases())('search paging on $name', (database) => {
     const first = await get(`${ctx.t.fhir}/_history?_count=2`);
     expect(first.entry).toHaveLength(2);
     expect(link(first, 'next')).toContain('_offset=2');
+    // Newest first across the types (each type's newest, merged), and the pages add up to the whole list.
+    const key = (e: unknown): string => {
+      const x = e as { fullUrl: string; response: { etag: string; lastModified: string } };
+      return `${x.response.lastModified} ${x.fullUrl} ${x.response.etag}`;
+    };
+    const whole = (sys.entry ?? []).map(key);
+    const stamps = whole.map((k) => k.split(' ')[0] as string);
+    expect([...stamps].sort().reverse()).toEqual(stamps);
+    const types = new Set(
+      (sys.entry ?? []).map((e) => e.resource?.resourceType ?? e.fullUrl.split('/').at(-2)),
+    );
+    expect(types.size).toBeGreaterThan(1);
+    const paged: string[] = [];
+    let page: Bundle | undefined = await get(`${ctx.t.fhir}/_history?_count=3`);
+    for (let i = 0; page && i < 6; i++) {
+      paged.push(...(page.entry ?? []).map(key));
+      const next = link(page, 'next');
+      page = next ? await get(next) : undefined;
+    }
+    expect(paged).toEqual(whole.slice(0, paged.length));
+    expect(paged.length).toBe(Math.min(18, whole.length));
   });
 
   it('refuses an offset beyond the maximum, a negative one, and _offset with _cursor', async () => {

@@ -135,10 +135,30 @@ export async function history(
           )
         ).rows[0]?.n
       : undefined;
+  const columns = 'resource_type, id, version_id, last_updated, deleted, content::text AS json';
+  const order = 'ORDER BY last_updated DESC, rid DESC, version_id DESC';
+  let source = `SELECT ${columns}, rid FROM resource_history WHERE ${where.join(' AND ')}`;
+  if (resourceType === undefined) {
+    // The system's history: the newest of each type, then the newest of those. The (resource_type, last_updated)
+    // index orders one type at a time; with all the types in one condition PostgreSQL read and sorted every version
+    // (2.4 s at 5 million).
+    const rest = where
+      .slice(1)
+      .map((c) => ` AND ${c}`)
+      .join('');
+    args.push(count + 1 + offset);
+    const perType = `$${args.length}`;
+    source = (args[0] as string[])
+      .map(
+        (_, i) =>
+          `(SELECT ${columns}, rid FROM resource_history WHERE resource_type = ($1::text[])[${i + 1}]${rest} ` +
+          `${order} LIMIT ${perType})`,
+      )
+      .join(' UNION ALL ');
+  }
   args.push(count + 1, offset);
   const rows = await db.query<HistoryRow>(
-    `SELECT resource_type, id, version_id, last_updated, deleted, content::text AS json FROM resource_history
-     WHERE ${where.join(' AND ')} ORDER BY last_updated DESC, rid DESC, version_id DESC
+    `SELECT resource_type, id, version_id, last_updated, deleted, json FROM (${source}) h ${order}
      LIMIT $${args.length - 1} OFFSET $${args.length}`,
     args,
   );
