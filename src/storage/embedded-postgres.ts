@@ -168,7 +168,8 @@ export class EmbeddedPostgresAccessError extends Error {
   }
 }
 
-function alive(pid: number): boolean {
+/** Whether a process with this pid exists (one of another user's counts). */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

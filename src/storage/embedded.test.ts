@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { sqlState, violatedConstraint } from './db.js';
 import { DirLockedError } from './dir-lock.js';
 import {
+  alive as processAlive,
   POSTGRES_SUBDIR,
   startEmbeddedPostgres,
   type EmbeddedPostgres,
@@ -66,15 +67,7 @@ function postmasterPid(dir: string): number | undefined {
   }
 }
 
-function alive(pid: number | undefined): boolean {
-  if (pid === undefined) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
+const alive = (pid: number | undefined): boolean => pid !== undefined && processAlive(pid);
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
