@@ -92,10 +92,11 @@ export async function history(
   const count = intParam('_count', params._count, 20, 1000);
   const offset = intParam('_offset', params._offset, 0, Number.MAX_SAFE_INTEGER);
   const since = sinceParam(params._since);
-  const where: string[] = [
-    resourceType !== undefined ? 'resource_type = $1' : 'resource_type = ANY($1::text[])',
-  ];
-  const args: unknown[] = [resourceType ?? systemHistoryTypes(ctx)];
+  const typeCond = resourceType !== undefined ? 'resource_type = $1' : 'resource_type = ANY($1::text[])';
+  const types = resourceType ?? systemHistoryTypes(ctx);
+  /** The conditions besides the type. */
+  const where: string[] = [];
+  const args: unknown[] = [types];
   if (id !== undefined && resourceType !== undefined) {
     const row = await readVisibleRow(db, ctx, resourceType, id);
     if (!row) throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'history.not-found');
@@ -113,6 +114,7 @@ export async function history(
   // A token narrowed by patient/ scopes sees the history of the resources in its patient's compartment now.
   const reach = patientCondition(ctx.scope, 'r', (v) => `$${args.push(v)}`, resourceType);
   if (reach) where.push(`rid IN (SELECT r.rid FROM resources r WHERE ${reach})`);
+  const all = [typeCond, ...where].join(' AND ');
   const totalParam = params._total;
   if (totalParam !== undefined && !['none', 'estimate', 'accurate'].includes(totalParam))
     throw new FhirError(
@@ -124,31 +126,26 @@ export async function history(
   // search). A type's or the system's history is counted otherwise only when its first page holds every entry:
   // counting five million versions took 1.4 s (one type) and 4 s (the system), for a page that takes 1 ms.
   // Bundle.total is optional in a history.
-  const counted =
-    totalParam === 'accurate' ||
-    totalParam === 'estimate' ||
-    (totalParam === undefined && (id !== undefined || count === 0))
-      ? (
-          await db.query<{ n: number }>(
-            `SELECT count(*)::int AS n FROM resource_history WHERE ${where.join(' AND ')}`,
-            args,
-          )
-        ).rows[0]?.n
-      : undefined;
+  const countByDefault = totalParam === undefined && (id !== undefined || count === 0);
+  let counted: number | undefined;
+  if (totalParam === 'accurate' || totalParam === 'estimate' || countByDefault) {
+    const r = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM resource_history WHERE ${all}`,
+      args,
+    );
+    counted = r.rows[0]?.n ?? 0;
+  }
   const columns = 'resource_type, id, version_id, last_updated, deleted, content::text AS json';
   const order = 'ORDER BY last_updated DESC, rid DESC, version_id DESC';
-  let source = `SELECT ${columns}, rid FROM resource_history WHERE ${where.join(' AND ')}`;
-  if (resourceType === undefined) {
+  let source = `SELECT ${columns}, rid FROM resource_history WHERE ${all}`;
+  if (typeof types !== 'string') {
     // The system's history: the newest of each type, then the newest of those. The (resource_type, last_updated)
     // index orders one type at a time; with all the types in one condition PostgreSQL read and sorted every version
     // (2.4 s at 5 million).
-    const rest = where
-      .slice(1)
-      .map((c) => ` AND ${c}`)
-      .join('');
+    const rest = where.map((c) => ` AND ${c}`).join('');
     args.push(count + 1 + offset);
     const perType = `$${args.length}`;
-    source = (args[0] as string[])
+    source = types
       .map(
         (_, i) =>
           `(SELECT ${columns}, rid FROM resource_history WHERE resource_type = ($1::text[])[${i + 1}]${rest} ` +

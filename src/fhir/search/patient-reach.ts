@@ -15,6 +15,26 @@ function compartmentPairs(): string[] {
 }
 
 /**
+ * Rows of alias `a` (of the type `typeSql`, a bound value) that one of `codes` references as one of `refs`
+ * (`Type/id`, as the reference index holds a reference with a target id: normalise.ts), found through that index
+ * (type, param, ref) whatever the size of the table. `extra` narrows the index rows (alias `x`).
+ */
+export function referencedBy(
+  a: string,
+  typeSql: string,
+  codes: readonly string[],
+  refs: readonly string[],
+  bind: Bind,
+  extra = '',
+): string {
+  const ref = refs.length === 1 ? `= ${bind(refs[0])}` : `= ANY(${bind(refs)}::text[])`;
+  return (
+    `${a}.rid IN (SELECT x.rid FROM sp_reference x WHERE x.resource_type = ${typeSql}${extra} ` +
+    `AND x.code = ANY(${bind(codes)}::text[]) AND x.ref ${ref})`
+  );
+}
+
+/**
  * The condition on rows of alias `a` (of `resourceType`, when all rows are of one type) that the scope's patient
  * reaches: the unlimited types, the Patient itself, and resources whose compartment parameters reference it.
  * Undefined when the scope is not narrowed (or the type is unlimited).
@@ -27,20 +47,15 @@ export function patientCondition(
 ): string | undefined {
   const p = scope.patient;
   if (!p) return undefined;
-  const ref = bind(`Patient/${p.id}`);
   if (resourceType !== undefined) {
     if (p.unlimited.includes(resourceType)) return undefined;
     const params = compartmentParams('Patient', resourceType).filter((c) => c !== '{def}');
     const alts: string[] = [];
     if (resourceType === 'Patient') alts.push(`${a}.id = ${bind(p.id)}`);
-    if (params.length > 0) {
-      alts.push(
-        `${a}.rid IN (SELECT pr.rid FROM sp_reference pr WHERE pr.resource_type = ${bind(resourceType)} ` +
-          `AND pr.code = ANY(${bind(params)}::text[]) AND pr.ref = ${ref})`,
-      );
-    }
+    if (params.length > 0) alts.push(referencedBy(a, bind(resourceType), params, [`Patient/${p.id}`], bind));
     return alts.length ? `(${alts.join(' OR ')})` : 'FALSE';
   }
+  const ref = bind(`Patient/${p.id}`);
   const alts = [
     `(${a}.resource_type = 'Patient' AND ${a}.id = ${bind(p.id)})`,
     `EXISTS (SELECT 1 FROM sp_reference pr WHERE pr.rid = ${a}.rid AND pr.ref = ${ref} ` +

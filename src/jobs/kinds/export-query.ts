@@ -6,6 +6,7 @@
 import { structureNode } from '../../fhir/definitions/index.js';
 import { patientCompartment } from '../../fhir/definitions/patient-compartment.js';
 import { parseTypeFilter } from '../../fhir/operations/export-params.js';
+import { referencedBy } from '../../fhir/search/patient-reach.js';
 import { contentJson, matchCondition } from '../../fhir/search/sql.js';
 import type { ExportParams } from './export.js';
 
@@ -35,9 +36,15 @@ function compartmentCondition(
       : p.patients === undefined
         ? `EXISTS (SELECT 1 FROM sp_reference s WHERE s.rid = r.rid AND s.code = ANY(${bind(codes)}::text[]) ` +
           `AND s.target_type = 'Patient')`
-        : // `s.rid > $2` (the page's start, as `r.rid > $2`): a walk of the reference rows by rid starts there too.
-          `r.rid IN (SELECT s.rid FROM sp_reference s WHERE s.resource_type = $1 AND s.rid > $2::bigint ` +
-          `AND s.code = ANY(${bind(codes)}::text[]) AND s.ref = ANY(${bind(p.patients.map((id) => `Patient/${id}`))}::text[]))`;
+        : // `x.rid > $2` (the page's start, as `r.rid > $2`): a walk of the reference rows by rid starts there too.
+          referencedBy(
+            'r',
+            '$1',
+            codes,
+            p.patients.map((id) => `Patient/${id}`),
+            bind,
+            ' AND x.rid > $2::bigint',
+          );
   // A Patient is in its own compartment (and, through `link`, in the compartments of the Patients it links to).
   return type === 'Patient' ? `(r.id = ANY(${bind(p.patients)}::text[]) OR ${refs})` : refs;
 }
