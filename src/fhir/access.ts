@@ -78,14 +78,27 @@ export function patientReach(actor: Actor): AccessScope['patient'] {
   return { id: actor.patient, unlimited: [...new Set(readers.map((s) => s.type))] };
 }
 
-/** The patient whose compartment bounds a write (`letter` c, u or d) of `resourceType`, when only it permits it. */
+/**
+ * The patient whose compartment bounds a write (`interaction` create, update or delete) of `resourceType`, when only
+ * `patient/` scopes permit it; undefined when a `system/` or `user/` scope (or no scope) permits it. Fails closed: a
+ * write that no scope permits is a 403 here too, whoever forgot to ask assertWrite first.
+ */
 export function patientWriteReach(
   actor: Actor,
   resourceType: string,
-  letter: WriteInteraction,
+  interaction: WriteInteraction,
 ): string | undefined {
-  return scopeReach(actor, resourceType, LETTER[letter]) === 'patient' ? actor.patient : undefined;
+  const reach = scopeReach(actor, resourceType, LETTER[interaction]);
+  if (reach === 'none') throw scopeWriteRefused(resourceType, interaction);
+  return reach === 'patient' ? actor.patient : undefined;
 }
+
+const scopeWriteRefused = (resourceType: string, interaction: WriteInteraction): FhirError =>
+  new FhirError(
+    'forbidden',
+    `Forbidden: the token's scope does not permit ${interaction} of ${resourceType}`,
+    'access.scope-write',
+  );
 
 /** Resource types that only project admins (and super administrators) may create or change. */
 const ADMIN_WRITE = new Set(['ClientApplication', 'ProjectMembership', 'AsyncJob']);
@@ -101,9 +114,12 @@ export function canRead(actor: Actor, resourceType: string, interaction: ReadInt
   return true;
 }
 
-/** Without `interaction` (a write whose kind the caller does not know), any of create, update or delete suffices. */
-export function canWrite(actor: Actor, resourceType: string, interaction?: WriteInteraction): boolean {
-  if (!scopesPermit(actor, resourceType, interaction ? LETTER[interaction] : 'cud')) return false;
+/**
+ * Whether the actor may perform `interaction` on `resourceType`. Always the interaction performed: an update that
+ * creates (an unknown id, or a deleted resource's next version) is a create and needs `c`.
+ */
+export function canWrite(actor: Actor, resourceType: string, interaction: WriteInteraction): boolean {
+  if (!scopesPermit(actor, resourceType, LETTER[interaction])) return false;
   if (actor.superAdmin) return true;
   if (SUPER_WRITE.has(resourceType)) return false;
   if (ADMIN_WRITE.has(resourceType)) return actor.projectAdmin;
@@ -158,13 +174,9 @@ export function assertRead(actor: Actor, resourceType: string, interaction: Read
   }
 }
 
-export function assertWrite(actor: Actor, resourceType: string, interaction?: WriteInteraction): void {
-  if (!scopesPermit(actor, resourceType, interaction ? LETTER[interaction] : 'cud')) {
-    throw new FhirError(
-      'forbidden',
-      `Forbidden: the token's scope does not permit ${interaction ?? 'changing'} ${resourceType}`,
-      'access.scope-write',
-    );
+export function assertWrite(actor: Actor, resourceType: string, interaction: WriteInteraction): void {
+  if (!scopesPermit(actor, resourceType, LETTER[interaction])) {
+    throw scopeWriteRefused(resourceType, interaction);
   }
   if (!canWrite(actor, resourceType, interaction)) {
     const who = SUPER_WRITE.has(resourceType) ? 'a super administrator' : 'a project administrator';
