@@ -84,5 +84,8 @@ export async function clientProofRefusal(
 ): Promise<OAuthError | undefined> {
   if (issuedTo === undefined || client.authenticated === issuedTo) return undefined;
   if (!(await isConfidentialClient(q, issuedTo))) return undefined;
-  return new OAuthError('invalid_client', 'This client must authenticate (client secret or client assertion)');
+  return new OAuthError(
+    'invalid_client',
+    'This client must authenticate (client secret or client assertion)',
+  );
 }

@@ -107,7 +107,10 @@ describe.each(testDatabases())('confidential clients at the token endpoint on $n
 
   beforeAll(async () => {
     const pair = await generateKeyPair('RS384', { extractable: true });
-    key = { privateKey: pair.privateKey, jwk: { ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'RS384' } };
+    key = {
+      privateKey: pair.privateKey,
+      jwk: { ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'RS384' },
+    };
     jwksServer = http.createServer((_req, res) =>
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [key.jwk] })),
     );
@@ -119,7 +122,12 @@ describe.each(testDatabases())('confidential clients at the token endpoint on $n
     projectToken = p.adminToken;
     await put({ id: CONF.id, name: 'Confidential', secret: CONF.secret, meta: { project: projectId } });
     await put({ id: OTHER.id, name: 'Another', secret: OTHER.secret, meta: { project: projectId } });
-    await put({ id: 'public-app', name: 'Public', redirectUri: 'https://pub.example/cb', meta: { project: projectId } });
+    await put({
+      id: 'public-app',
+      name: 'Public',
+      redirectUri: 'https://pub.example/cb',
+      meta: { project: projectId },
+    });
     await put({ id: 'keyed-app', name: 'Keys', jwksUri: jwksUrl, meta: { project: projectId } });
     const invited = await inviteRequest(t, projectToken, projectId, {
       resourceType: 'Practitioner',
@@ -165,7 +173,10 @@ describe.each(testDatabases())('confidential clients at the token endpoint on $n
     });
 
     it('a client with a jwksUri redeems only with a client assertion (private_key_jwt)', async () => {
-      expectInvalidClient(await redeem(await codeFor('keyed-app'), { client_id: 'keyed-app' }), /authenticate/);
+      expectInvalidClient(
+        await redeem(await codeFor('keyed-app'), { client_id: 'keyed-app' }),
+        /authenticate/,
+      );
       const bad = await redeem(await codeFor('keyed-app'), {
         client_assertion_type: ASSERTION_TYPE,
         client_assertion: await assertion(OTHER.id),

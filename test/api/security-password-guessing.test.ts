@@ -29,7 +29,10 @@ function expectThrottled(res: LightMyRequestResponse, seconds?: number): number 
 
 function expectBadPassword(res: LightMyRequestResponse): void {
   expect(res.statusCode, res.body).toBe(400);
-  expect(res.json().issue[0]).toMatchObject({ code: 'invalid', details: { text: 'Email or password is invalid' } });
+  expect(res.json().issue[0]).toMatchObject({
+    code: 'invalid',
+    details: { text: 'Email or password is invalid' },
+  });
 }
 
 describe.each(testDatabases())('password guessing per account on $name', (database) => {
@@ -177,7 +180,12 @@ describe.skipIf(!REDIS_URL)('password guessing per account across instances (Red
       url: '/auth/login',
       remoteAddress: address,
       headers: { 'content-type': 'application/json' },
-      payload: { email: 'admin@example.com', password, codeChallenge: CHALLENGE, codeChallengeMethod: 'S256' },
+      payload: {
+        email: 'admin@example.com',
+        password,
+        codeChallenge: CHALLENGE,
+        codeChallengeMethod: 'S256',
+      },
     });
 
   it('counts an account’s failures on every instance', async () => {

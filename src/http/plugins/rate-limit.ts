@@ -47,7 +47,6 @@ function delayAfter(failures: number, threshold: number): number {
   return Math.min(MAX_DELAY_S, 2 ** Math.min(30, Math.max(0, failures - threshold)));
 }
 
-
 type Callback = (err: Error | null, result?: { current: number; ttl: number }) => void;
 
 /** The rate-limit plugin's store interface over our counters (keys are already distinct per limiter). */

@@ -92,7 +92,9 @@ export function oauthRoutes(
     const assertion = field(body, 'client_assertion');
     const assertionType = field(body, 'client_assertion_type');
     const byAssertion = assertion !== undefined || assertionType !== undefined;
-    const methods = [basic.secret !== undefined, postSecret !== undefined, byAssertion].filter(Boolean).length;
+    const methods = [basic.secret !== undefined, postSecret !== undefined, byAssertion].filter(
+      Boolean,
+    ).length;
     if (methods > 1) throw new OAuthError('invalid_request', 'Use one client authentication method');
     const postId = field(body, 'client_id');
     if (basic.id !== undefined && postId !== undefined && basic.id !== postId)
