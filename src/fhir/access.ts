@@ -1,5 +1,6 @@
 // The one place that decides who may do what (API.md §3). Every path that reads or writes resources —
 // REST interactions, batch/transaction entries, operations — asks here.
+import { isResourceType } from './definitions/index.js';
 import { inPatientCompartment } from './definitions/patient-compartment.js';
 import { FhirError } from './outcome.js';
 import type { AccessScope } from './types.js';
@@ -172,13 +173,46 @@ export function assertWrite(actor: Actor, resourceType: string, interaction?: Wr
   }
 }
 
-/** The resource type a reference names: `Type/id`, `Type/id/_history/v`, or an absolute URL ending so. */
-function referencedType(reference: unknown): string | undefined {
-  const ref = (reference as { reference?: unknown } | undefined)?.reference;
-  if (typeof ref !== 'string') return undefined;
-  return /(?:^|\/)([A-Z][A-Za-z]{0,63})\/[A-Za-z0-9\-.]{1,64}(?:\/_history\/[A-Za-z0-9\-.]{1,64})?$/.exec(
-    ref,
-  )?.[1];
+/** A FHIR id (https://hl7.org/fhir/R4/datatypes.html#id), `.` and `..` excepted (repository/prepare.ts isValidId). */
+const ID = /^[A-Za-z0-9\-.]{1,64}$/;
+/** `Type/id` and nothing else: no search, fragment, version, trailing slash or server. */
+const TYPE_ID = /^([A-Z][A-Za-z]{0,63})\/([^/]+)$/;
+
+/**
+ * The resource a Binary.securityContext names (https://hl7.org/fhir/R4/binary.html#security), or undefined when it
+ * names none that can be resolved: it must be a Reference whose `reference` is exactly `Type/id` of a known resource
+ * type (an absolute URL under `fhirBase`, this server's FHIR base, counts as the `Type/id` it ends with) and whose
+ * `type`, if given, is that type. Search strings, identifiers, fragments (contained resources), queries, versions,
+ * trailing slashes, lower-case or unknown types and other servers are not resolved: the check must not guess.
+ */
+export function securityContextTarget(
+  securityContext: unknown,
+  fhirBase?: string,
+): { type: string; id: string; reference: string } | undefined {
+  if (typeof securityContext !== 'object' || securityContext === null) return undefined;
+  const { reference, type } = securityContext as { reference?: unknown; type?: unknown };
+  if (typeof reference !== 'string') return undefined;
+  const local =
+    fhirBase !== undefined && reference.startsWith(`${fhirBase}/`)
+      ? reference.slice(fhirBase.length + 1)
+      : reference;
+  const m = TYPE_ID.exec(local);
+  const [, t = '', id = ''] = m ?? [];
+  if (!m || !isResourceType(t) || !ID.test(id) || id === '.' || id === '..') return undefined;
+  if (type !== undefined && type !== t && type !== `http://hl7.org/fhir/StructureDefinition/${t}`)
+    return undefined;
+  return { type: t, id, reference: local };
+}
+
+/**
+ * Whether the actor reads every type in its reach: a project admin or super administrator whose token is not
+ * narrowed below `*` reads (a Binary whose securityContext cannot be resolved is theirs alone).
+ */
+function readsEveryType(actor: Actor): boolean {
+  if (!actor.superAdmin && !actor.projectAdmin) return false;
+  return (
+    !actor.scopes || actor.scopes.some((s) => !s.patient && s.type === '*' && s.permissions.includes('r'))
+  );
 }
 
 /**
@@ -186,14 +220,25 @@ function referencedType(reference: unknown): string | undefined {
  * reading Binary in its project, the caller needs read access (role and SMART scopes) to the type of the resource the
  * securityContext names, so a Binary attached to a ClientApplication is for project admins, and a token scoped to
  * `system/Binary.r` alone cannot read content attached to a Patient. The type is what is checked (Binary is in no
- * Patient compartment, so a token limited by `patient/` scopes reads no Binary at all).
+ * Patient compartment, so a token limited by `patient/` scopes reads no Binary at all). Fails closed: writes store
+ * only a securityContext that resolves (repository/binary-content.ts), and one that does not (data written before)
+ * is read only by an administrator who reads every type, since the type it meant cannot be known.
  */
-export function assertSecurityContextRead(actor: Actor, securityContext: unknown): void {
-  const type = referencedType(securityContext);
-  if (type === undefined || canRead(actor, type, 'read')) return;
+export function assertSecurityContextRead(actor: Actor, securityContext: unknown, fhirBase?: string): void {
+  if (securityContext === undefined) return;
+  const target = securityContextTarget(securityContext, fhirBase);
+  if (target === undefined) {
+    if (readsEveryType(actor)) return;
+    throw new FhirError(
+      'forbidden',
+      "Forbidden: this Binary's securityContext does not name a resource as Type/id; only an administrator with read access to every type may read it",
+      'access.binary-context-unresolved',
+    );
+  }
+  if (canRead(actor, target.type, 'read')) return;
   throw new FhirError(
     'forbidden',
-    `Forbidden: this Binary's securityContext needs read access to ${type}`,
+    `Forbidden: this Binary's securityContext needs read access to ${target.type}`,
     'access.binary-context',
   );
 }
