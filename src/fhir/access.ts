@@ -20,6 +20,11 @@ export interface Actor {
    * Patient's compartment. Without it, `patient/` scopes permit nothing.
    */
   patient?: string;
+  /**
+   * The caller's own ProjectMembership (the one its login goes through): a member reads that membership and no other
+   * (canRead, AccessScope.membership).
+   */
+  membershipId?: string;
 }
 
 /**
@@ -90,16 +95,42 @@ export function patientWriteReach(
 
 /** Resource types that only project admins (and super administrators) may create or change. */
 const ADMIN_WRITE = new Set(['ClientApplication', 'ProjectMembership', 'AsyncJob']);
-/** Resource types that only project admins (and super administrators) may read. */
-const ADMIN_READ = new Set(['ClientApplication', 'AsyncJob', 'Login']);
+/**
+ * Resource types that only project admins (and super administrators) may read. A member still reads its own
+ * ProjectMembership (ownMembership), and searches AsyncJobs (the ones it started) and ProjectMemberships (its own).
+ */
+const ADMIN_READ = new Set(['ClientApplication', 'AsyncJob', 'Login', 'ProjectMembership']);
 /** Resource types only super administrators may create or change. */
 const SUPER_WRITE = new Set(['Project', 'User', 'Login']);
 
-export function canRead(actor: Actor, resourceType: string, interaction: ReadInteraction = 'read'): boolean {
+/**
+ * Whether the actor may read `resourceType` — every instance, or with `id` that one instance (its own membership is
+ * readable to a member who may read no other).
+ */
+export function canRead(
+  actor: Actor,
+  resourceType: string,
+  interaction: ReadInteraction = 'read',
+  id?: string,
+): boolean {
   if (!scopesPermit(actor, resourceType, LETTER[interaction])) return false;
   if (actor.superAdmin) return true;
-  if (ADMIN_READ.has(resourceType)) return actor.projectAdmin;
+  if (ADMIN_READ.has(resourceType)) return actor.projectAdmin || ownMembership(actor, resourceType, id);
   return true;
+}
+
+/** Whether `resourceType`/`id` is the actor's own ProjectMembership. */
+function ownMembership(actor: Actor, resourceType: string, id: string | undefined): boolean {
+  return resourceType === 'ProjectMembership' && id !== undefined && id === actor.membershipId;
+}
+
+/**
+ * The one ProjectMembership the actor's reads may return (AccessScope.membership): its own, for a caller who is not an
+ * admin (`''`, none, when its membership is unknown). Applied to every search, so that included memberships are
+ * narrowed too.
+ */
+export function membershipReach(actor: Actor): string | undefined {
+  return actor.superAdmin || actor.projectAdmin ? undefined : (actor.membershipId ?? '');
 }
 
 /** Without `interaction` (a write whose kind the caller does not know), any of create, update or delete suffices. */
@@ -113,7 +144,8 @@ export function canWrite(actor: Actor, resourceType: string, interaction?: Write
 
 /**
  * What a search of `resourceType` may return to the caller, or a 403. Members may search AsyncJob but see only the
- * jobs they started (API.md §5: search results follow the same rule as reading a job).
+ * jobs they started (API.md §5: search results follow the same rule as reading a job), and ProjectMembership but see
+ * only their own (as reading one by id).
  */
 export function searchScope(
   actor: Actor,
@@ -130,6 +162,14 @@ export function searchScope(
     // A caller without a profile started no job: it finds none.
     return { ...scope, author: caller ?? '' };
   }
+  const membership = membershipReach(actor);
+  if (
+    resourceType === 'ProjectMembership' &&
+    membership !== undefined &&
+    scopesPermit(actor, 'ProjectMembership', 's')
+  ) {
+    return { ...scope, membership };
+  }
   assertRead(actor, resourceType, 'search');
   return scope;
 }
@@ -142,7 +182,13 @@ export function assertChainsReadable(actor: Actor, chainedTypes: readonly string
   for (const type of chainedTypes) assertRead(actor, type, 'search');
 }
 
-export function assertRead(actor: Actor, resourceType: string, interaction: ReadInteraction = 'read'): void {
+/** With `id`, the read of that one instance (a member's own membership). */
+export function assertRead(
+  actor: Actor,
+  resourceType: string,
+  interaction: ReadInteraction = 'read',
+  id?: string,
+): void {
   if (!scopesPermit(actor, resourceType, LETTER[interaction])) {
     throw new FhirError(
       'forbidden',
@@ -150,7 +196,7 @@ export function assertRead(actor: Actor, resourceType: string, interaction: Read
       'access.scope-read',
     );
   }
-  if (!canRead(actor, resourceType, interaction)) {
+  if (!canRead(actor, resourceType, interaction, id)) {
     throw new FhirError(
       'forbidden',
       `Forbidden: reading ${resourceType} needs a project administrator`,
