@@ -502,7 +502,7 @@ function drivingFilter(req: SearchRequest, scope: AccessScope): SearchFilter | u
     !f ||
     req.compartment ||
     scope.author !== undefined ||
-    scope.membership !== undefined ||
+    (scope.membership !== undefined && req.resourceType === 'ProjectMembership') ||
     scope.memberProfiles ||
     scope.patient
   )
