@@ -74,7 +74,8 @@ const POLICY = {
   'POST ClientApplication If-None-Exist':[...UNAUTH,                403,    200,     201,       200,   403],
   'PUT ClientApplication/:id':         [...UNAUTH,                  403,    200,     404,       200,   403],
   'DELETE ClientApplication/:id':      [...UNAUTH,                  403,    200,     404,       200,   403],
-  'GET ProjectMembership/:id':         [...UNAUTH,                  200,    200,     404,       200,   200],
+  // The member's own membership: another member (the external token's user) may not read it (403, before any lookup).
+  'GET ProjectMembership/:id':         [...UNAUTH,                  200,    200,     404,       200,   403],
   // A membership of project A (meta.project A): only A's admins and the super admin may make one; a membership
   // stored in another admin's own project must not name project A (400). A super admin's membership without
   // meta.project is stored in the project it names (API.md §3).

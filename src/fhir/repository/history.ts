@@ -109,7 +109,8 @@ export async function history(
   selfUrl: string,
 ): Promise<FhirResult> {
   // SMART: instance history is a read (r), type history a search (s).
-  if (resourceType !== undefined) assertRead(ctx.actor, resourceType, id === undefined ? 'search' : 'read');
+  if (resourceType !== undefined)
+    assertRead(ctx.actor, resourceType, id === undefined ? 'search' : 'read', id);
   const count = intParam('_count', params._count, 20, 1000);
   const offset = intParam('_offset', params._offset, 0, Number.MAX_SAFE_INTEGER);
   const since = sinceParam(params._since);

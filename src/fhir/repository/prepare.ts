@@ -5,7 +5,7 @@ import { FhirError } from '../outcome.js';
 import type { Resource } from '../types.js';
 import { assertDepth, MAX_RESOURCE_DEPTH } from '../validation/depth.js';
 import { assertValid } from '../validation/validate.js';
-import { extractBinaryData } from './binary-content.js';
+import { assertSecurityContextForm, extractBinaryData } from './binary-content.js';
 import type { RepoContext } from './context.js';
 import { extractSecrets, type ExtractedSecret } from './secrets.js';
 import { assertWriteReach } from './reach.js';
@@ -149,6 +149,7 @@ export function prepareWrite(
   copyRawNumbers(clean, resource); // top-level decimals (e.g. ChargeItem.factorOverride) keep their text
   assertValid(resource);
   assertWriteReach(ctx, resource, resource.resourceType, interaction);
+  if (resource.resourceType === 'Binary') assertSecurityContextForm(resource, ctx.fhirBase);
   if (resource.resourceType === 'Binary' && ctx.binaries) {
     const { resource: row, content } = extractBinaryData(resource);
     return { resource: row, projectId, versionId, lastUpdated: now, secrets, content };

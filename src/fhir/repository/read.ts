@@ -30,7 +30,7 @@ export async function readLiveRow(
   resourceType: string,
   id: string,
 ): Promise<StoredRow> {
-  assertRead(ctx.actor, resourceType);
+  assertRead(ctx.actor, resourceType, 'read', id);
   const row = await readVisibleRow(db, ctx, resourceType, id);
   if (!row) throw notFound(resourceType, id);
   if (row.deleted) {
@@ -49,7 +49,7 @@ export async function readVersionRow(
   id: string,
   versionId: string,
 ): Promise<StoredRow> {
-  assertRead(ctx.actor, resourceType);
+  assertRead(ctx.actor, resourceType, 'read', id);
   const v = Number(versionId);
   if (!Number.isInteger(v) || v < 1) throw notFound(resourceType, `${id}/_history/${versionId}`);
   const row = await selectVersion(db, resourceType, id, v);
