@@ -112,7 +112,7 @@ const ADMIN_WRITE = new Set(['ClientApplication', 'ProjectMembership', 'AsyncJob
  * Resource types that only project admins (and super administrators) may read. A member still reads its own
  * ProjectMembership (ownMembership), and searches AsyncJobs (the ones it started) and ProjectMemberships (its own).
  */
-const ADMIN_READ = new Set(['ClientApplication', 'AsyncJob', 'Login', 'ProjectMembership']);
+const ADMIN_READ = new Set(['ClientApplication', 'AsyncJob', 'Login', 'ProjectMembership', 'User']);
 /** Resource types only super administrators may create or change. */
 const SUPER_WRITE = new Set(['Project', 'User', 'Login']);
 

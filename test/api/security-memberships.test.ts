@@ -33,6 +33,7 @@ describe.each(testDatabases())('a member reads only its own membership on $name'
   let adminMembership: string;
   let patient: string;
   let patientMembership: string;
+  let patientUser: string;
 
   const get = (url: string, token = member) => t.request({ method: 'GET', url: `${t.fhir}/${url}`, token });
 
@@ -51,9 +52,24 @@ describe.each(testDatabases())('a member reads only its own membership on $name'
     });
     expect(invited.statusCode, invited.body).toBe(200);
     patientMembership = invited.json().id as string;
+    patientUser = (invited.json().user.reference as string).split('/')[1] as string;
     patient = (invited.json().profile.reference as string).split('/')[1] as string;
   });
   afterAll(async () => t?.close());
+
+  it('reads no User (email, names) of its project: the README says members cannot', async () => {
+    for (const url of [
+      `User/${patientUser}`,
+      'User',
+      `User?_id=${patientUser}`,
+      `User/${patientUser}/_history`,
+    ]) {
+      const res = await get(url);
+      expect(res.statusCode, `${url}: ${res.body}`).toBe(403);
+      expect(res.json().issue[0].details.text).toBe('Forbidden: reading User needs a project administrator');
+    }
+    expect((await get(`User/${patientUser}`, admin)).statusCode).toBe(200);
+  });
 
   it('finds only its own membership by search; an admin finds them all', async () => {
     for (const query of ['', '?_total=accurate', `?_id=${own},${adminMembership},${patientMembership}`]) {
