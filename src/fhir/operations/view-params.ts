@@ -10,6 +10,7 @@ import { readVisibleRow } from '../repository/read.js';
 import { assertRead, searchScope } from '../access.js';
 import { executeSearch } from '../search/execute.js';
 import { parseSearchRequest } from '../search/parse.js';
+import { assertDepth, MAX_RESOURCE_DEPTH } from '../validation/depth.js';
 import type { AsyncRequest } from './async-start.js';
 import { MAX_PATIENT_PARAMS } from './export-params.js';
 
@@ -87,6 +88,8 @@ export async function resolveView(db: Queryable, ctx: RepoContext, params: reado
     // A view without `resourceType` is taken as one (the specification's own test views are written so).
     if (!view || (view.resourceType !== undefined && view.resourceType !== 'ViewDefinition'))
       throw bad('viewResource must hold a ViewDefinition resource', 'view-resource');
+    // A view is a resource: it nests no deeper than one may be stored, before compileView walks it (issue 25).
+    assertDepth(view, MAX_RESOURCE_DEPTH, 'viewResource', 'views.too-deep');
     return view;
   }
   const text = referenceText(refs[0]?.value);

@@ -6,6 +6,7 @@ import { stringifyJson } from '../json/stringify.js';
 import type { RepoContext } from '../repository/context.js';
 import { FhirError } from '../outcome.js';
 import { RawText, type FhirResult } from '../result.js';
+import { assertDepth, MAX_RESOURCE_DEPTH } from '../validation/depth.js';
 import { rowsToCsv, rowsToJson, rowsToNdjson, type Row } from '../views/index.js';
 import type { OperationDefinition, OperationEnv, OperationInput } from './operation.js';
 import {
@@ -75,6 +76,8 @@ export async function runView(env: OperationEnv, i: OperationInput): Promise<Fhi
   const inline = named(params, 'resource').map((p) => {
     if (!p.resource)
       throw new FhirError('invalid', 'A resource parameter must hold a resource', 'views.resource');
+    // Held to the depth of a stored resource, as the view is (view-params.ts).
+    assertDepth(p.resource, MAX_RESOURCE_DEPTH, 'resource', 'views.too-deep');
     return p.resource;
   });
   return env.csv.slots.run(async () => {
