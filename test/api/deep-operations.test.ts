@@ -4,7 +4,8 @@
 // when the body is parsed (src/fhir/json/parse.ts) and each resource inside Parameters at MAX_RESOURCE_DEPTH; a
 // failure inside the worker pool fails only its own request.
 import type { LightMyRequestResponse } from 'fastify';
-import { describe, expect, it } from 'vitest';
+import { Worker } from 'node:worker_threads';
+import { describe, expect, it, vi } from 'vitest';
 import { MAX_BODY_DEPTH } from '../../src/fhir/json/parse.js';
 import { MAX_RESOURCE_DEPTH } from '../../src/fhir/validation/depth.js';
 import { testDatabases } from '../support/db.js';
@@ -101,6 +102,51 @@ describe.each(testDatabases())('deep operation parameters on $name', (database) 
     expect(res.statusCode, res.body).toBeGreaterThanOrEqual(400);
     expect(res.statusCode, res.body).toBeLessThan(500);
     outcome(res);
+    await alive();
+  });
+
+  it('a request whose FHIRPath worker dies fails alone; the others are answered and the next runs', async () => {
+    const patient = await created(ctx.t, ctx.token, { resourceType: 'Patient' });
+    const run = (column: string) =>
+      post(
+        '$viewdefinition-run',
+        JSON.stringify({
+          resourceType: 'Parameters',
+          parameter: [
+            {
+              name: 'viewResource',
+              resource: {
+                resourceType: 'ViewDefinition',
+                resource: 'Patient',
+                select: [{ column: [{ name: column, path: 'getResourceKey()' }] }],
+              },
+            },
+            { name: 'resource', resource: patient },
+          ],
+        }),
+      );
+    // The worker that is sent the rows of the view with a column named `crash` is killed before it can answer.
+    const send = Worker.prototype.postMessage;
+    const spy = vi.spyOn(Worker.prototype, 'postMessage').mockImplementation(function (
+      this: Worker,
+      message: unknown,
+    ) {
+      const m = message as { kind?: string; view?: { select?: { column?: { name?: string }[] }[] } };
+      if (m.kind === 'view-rows' && m.view?.select?.[0]?.column?.[0]?.name === 'crash')
+        return void this.terminate();
+      send.call(this, message);
+    });
+    try {
+      const [crashed, ok] = await Promise.all([run('crash'), run('id')]);
+      expect(crashed.statusCode, crashed.body).toBe(500);
+      expect(outcome(crashed).code).toBe('exception');
+      expect(ok.statusCode, ok.body).toBe(200);
+      expect(ok.body).toContain(patient.id as string);
+    } finally {
+      spy.mockRestore();
+    }
+    const again = await run('crash');
+    expect(again.statusCode, again.body).toBe(200);
     await alive();
   });
 });
