@@ -46,7 +46,11 @@ describe.each(testDatabases())('deep operation parameters on $name', (database) 
       payload,
     });
   const alive = async () => {
-    const res = await ctx.t.request({ method: 'GET', url: `${ctx.t.fhir}/Patient?_count=1`, token: ctx.token });
+    const res = await ctx.t.request({
+      method: 'GET',
+      url: `${ctx.t.fhir}/Patient?_count=1`,
+      token: ctx.token,
+    });
     expect(res.statusCode, res.body).toBe(200);
   };
 

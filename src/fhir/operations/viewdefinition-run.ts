@@ -72,6 +72,14 @@ export async function runView(env: OperationEnv, i: OperationInput): Promise<Fhi
   const format = viewFormat(single(params, '_format'), i.request.accept, ['json', 'ndjson', 'csv'], 'ndjson');
   const header = booleanParam(single(params, 'header'), 'header', true);
   const limit = limitParam(single(params, '_limit'), VIEW_RUN_MAX_ROWS);
+  // On a stored view (`ViewDefinition/<id>/$viewdefinition-run`) the URL names the view: another one is refused
+  // rather than ignored.
+  if (i.id && named(params, 'viewResource').length + named(params, 'viewReference').length > 0)
+    throw new FhirError(
+      'invalid',
+      'The view is the ViewDefinition of the URL: give neither viewResource nor viewReference',
+      'views.view-choice',
+    );
   const view = i.id ? await readStoredView(env.db, i.ctx, i.id) : await resolveView(env.db, i.ctx, params);
   const inline = named(params, 'resource').map((p) => {
     if (!p.resource)
