@@ -192,8 +192,9 @@ describe.each(testDatabases())(
         token: ctx.token,
         headers: {
           'content-type': target.type ?? 'application/fhir+json',
-          // Kick-offs read their body only once this is given.
+          // Bulk Data kick-offs read their body only once these are given.
           prefer: 'respond-async',
+          accept: 'application/fhir+json',
         },
         ...(target.method === 'GET' ? {} : { payload }),
       });
@@ -284,6 +285,7 @@ describe.each(testDatabases())(
         '_fields',
       ];
       const problems: string[] = [];
+      const statuses = new Set<number>();
       await fc.assert(
         fc.asyncProperty(
           fc.constantFrom(...targets()),
@@ -296,12 +298,16 @@ describe.each(testDatabases())(
             const res = await send(target, body, target.method === 'GET' ? query : '');
             const wrong = noServerError(target, res);
             const dead = await alive();
+            statuses.add(res.statusCode);
             if (wrong || dead) problems.push(`${target.name} with ${body.slice(0, 200)}: ${wrong} ${dead}`);
           },
         ),
         { numRuns: 150, seed: SEED },
       );
       expect(problems).toEqual([]);
+      // The cases reached the operations: some were accepted, some refused.
+      expect([...statuses].some((c) => c < 300), [...statuses].join()).toBe(true);
+      expect([...statuses].some((c) => c >= 400), [...statuses].join()).toBe(true);
     });
   },
 );
