@@ -306,8 +306,14 @@ describe.each(testDatabases())(
       );
       expect(problems).toEqual([]);
       // The cases reached the operations: some were accepted, some refused.
-      expect([...statuses].some((c) => c < 300), [...statuses].join()).toBe(true);
-      expect([...statuses].some((c) => c >= 400), [...statuses].join()).toBe(true);
+      expect(
+        [...statuses].some((c) => c < 300),
+        [...statuses].join(),
+      ).toBe(true);
+      expect(
+        [...statuses].some((c) => c >= 400),
+        [...statuses].join(),
+      ).toBe(true);
     });
   },
 );

@@ -541,7 +541,10 @@ describe.each(testDatabases())('security of writes on $name', (database) => {
         url: t.fhir,
         token: ctx.token,
         headers: { 'content-type': 'application/fhir+json' },
-        payload: bundle('batch', [okEntry, `{"resource":${tooDeep},"request":{"method":"POST","url":"Patient"}}`]),
+        payload: bundle('batch', [
+          okEntry,
+          `{"resource":${tooDeep},"request":{"method":"POST","url":"Patient"}}`,
+        ]),
       });
       expect(tooDeepBatch.statusCode, tooDeepBatch.body).toBe(400);
       expect(issueOf(tooDeepBatch).text).toBe(
