@@ -96,16 +96,25 @@ describe.each(testDatabases())('deep operation parameters on $name', (database) 
     await alive();
   });
 
-  it('refuses a deep viewResource given in the query string of a GET', async () => {
+  it('refuses a deep viewResource given in the query string or a form body', async () => {
     const view = encodeURIComponent(deepViewText(2500));
-    const res = await ctx.t.request({
+    const get = await ctx.t.request({
       method: 'GET',
       url: `${ctx.t.fhir}/$viewdefinition-run?viewResource=${view}`,
       token: ctx.token,
     });
-    expect(res.statusCode, res.body).toBeGreaterThanOrEqual(400);
-    expect(res.statusCode, res.body).toBeLessThan(500);
-    outcome(res);
+    // A query value is text, never a resource: the view must come in a Parameters body.
+    expect(get.statusCode, get.body).toBe(400);
+    expect(outcome(get).text).toBe('viewResource must hold a ViewDefinition resource');
+    const form = await ctx.t.request({
+      method: 'POST',
+      url: `${ctx.t.fhir}/$viewdefinition-run`,
+      token: ctx.token,
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: `viewResource=${view}`,
+    });
+    expect(form.statusCode, form.body).toBe(400);
+    expect(outcome(form).text).toBe('The request body must be a Parameters resource');
     await alive();
   });
 
