@@ -19,8 +19,11 @@ describe('assertSecurityContextRead', () => {
     [admin, { reference: 'ClientApplication/c' }, true],
     [binaryOnly, { reference: 'Patient/1' }, false],
     [binaryOnly, { reference: 'http://other.example/fhir/Patient/1/_history/2' }, false],
-    [binaryOnly, { reference: '#contained' }, true],
-    [binaryOnly, { display: 'no reference' }, true],
+    // Fail closed (issue 25 point 4): what does not resolve to Type/id is for administrators reading every type.
+    [binaryOnly, { reference: '#contained' }, false],
+    [binaryOnly, { display: 'no reference' }, false],
+    [member, { reference: 'ClientApplication?_id=c' }, false],
+    [member, { reference: 'clientApplication/c' }, false],
     [withPatient, { reference: 'Patient/1' }, true],
   ] as const)('%j reading under %j: %s', (actor, context, allowed) => {
     const run = (): void => assertSecurityContextRead(actor, context);
