@@ -5,6 +5,8 @@
 // names the limit.
 import { parquetMetadataAsync, parquetReadObjects } from 'hyparquet';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dbFileStore } from '../../src/storage/db-files.js';
+import type { Db } from '../../src/storage/db.js';
 import { testDatabases } from '../support/db.js';
 import { createEntry, postBundle, startTestApp, type TestApp } from '../support/app.js';
 import { jobIdOf, kickOff, waitForJob } from '../support/jobs.js';
@@ -48,11 +50,18 @@ const unionBesideForEach = (branches: number, path: string, outer = 'name'): Jso
 
 describe.each(testDatabases())('big view outputs on $name', (database) => {
   let t: TestApp;
+  let db: Db;
   let runToken: string;
   let exportToken: string;
 
   beforeAll(async () => {
-    t = await startTestApp(database, { viewExportMaxCells: 300_000 }, { jobs: {} });
+    // Job files in the database, as a server on PostgreSQL keeps them (the Parquet file's bytes are chunks there).
+    db = await database.open();
+    t = await startTestApp(
+      database,
+      { viewExportMaxCells: 300_000 },
+      { db, files: dbFileStore(db), jobs: {} },
+    );
     runToken = (await t.newProject()).adminToken;
     exportToken = (await t.newProject()).adminToken;
     // 60 Patients of 3 names (6 given names) for the runs, 40 of 2 names for the exports.
@@ -64,7 +73,10 @@ describe.each(testDatabases())('big view outputs on $name', (database) => {
       expect(res.statusCode, res.body).toBe(200);
     }
   });
-  afterAll(async () => t?.close());
+  afterAll(async () => {
+    await t?.close();
+    await db?.close();
+  });
 
   const run = (view: Json, token = runToken) =>
     t.request({

@@ -122,9 +122,9 @@ export function viewExportKind(opts: ViewExportKindOptions = {}): JobKind<ViewEx
     const key = exportFileKey(job.id, outputName(p, f.name));
     // Started afresh (a resumed step writes it again); the rows file stays (unlisted, deleted with the job's
     // files): a resumed step may need it again.
-    await env.files.put(key, new Uint8Array(0));
+    await env.files.truncate(key, 0);
     await writeParquet(columns, rowGroups(env, rowsKey), async (bytes) => {
-      await env.files.append(key, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+      await env.files.appendBytes(key, bytes);
     });
   }
 
