@@ -158,6 +158,18 @@ async function main(): Promise<void> {
     throw err;
   }
   const log: Logger = pino({ level: config.logLevel, base: { service: 'cinder' } });
+  // Last resort: failures are handled where they happen (a worker's in the FHIRPath pool fails only its own request,
+  // issue 25), so nothing a request does should get here. An exception nothing caught leaves the process in an
+  // unknown state: it is logged and the process exits 1, for its supervisor to restart. A rejection nothing awaited
+  // has already been given up on by the code that made it: it is logged as an error and every other tenant goes on
+  // being served (Node's default would end the process).
+  process.on('uncaughtException', (err) => {
+    log.fatal({ err }, 'uncaught exception; exiting');
+    process.exit(1);
+  });
+  process.on('unhandledRejection', (reason) => {
+    log.error({ err: reason }, 'unhandled promise rejection');
+  });
   let db: Db;
   let requestDb: Db;
   try {

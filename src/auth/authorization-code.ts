@@ -1,15 +1,15 @@
 // The authorization_code grant with PKCE S256 (RFC 6749 §4.1.3, RFC 7636 §4.6, https://www.rfc-editor.org/rfc/rfc7636):
 // a code from POST /auth/login or GET/POST /oauth2/authorize is exchanged once, within 60 s, by the holder of its code
 // verifier; a code presented a second time ends the login it was issued for (RFC 6749 §4.1.2). A code of the authorize
-// endpoint also needs its client_id and the redirect_uri its request named (RFC 6749 §4.1.3); a client secret, when
-// sent, must be right (public clients send none: PKCE binds the code to them).
+// endpoint also needs its client_id and the redirect_uri its request named (RFC 6749 §4.1.3). A confidential client
+// must authenticate (client-auth.ts); a public one sends no secret: PKCE binds the code to it.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { generateSecret, sha256 } from '../fhir/repository/secrets.js';
 import type { Queryable } from '../storage/db.js';
 import type { AuthDeps } from './deps.js';
 import type { IdTokenSigner } from './id-token.js';
 import type { TokenResponse } from './issue-login.js';
-import { clientSecretMatches } from './client-credentials.js';
+import { clientProofRefusal } from './client-auth.js';
 import { OAuthError, type OAuthErrorCode } from './oauth-error.js';
 import { loadPrincipal, type Principal } from './principal.js';
 import { storeRefreshToken, userTokenResponse, type UserGrant } from './refresh-token.js';
@@ -86,8 +86,8 @@ export interface CodeExchange {
   code?: string;
   codeVerifier?: string;
   clientId?: string;
-  /** A client secret sent with the request (HTTP Basic or client_secret), checked before the code is used up. */
-  clientSecret?: string;
+  /** The client the request authenticated as (client-auth.ts), already checked: a wrong proof never gets here. */
+  authenticatedClient?: string;
   redirectUri?: string;
 }
 
@@ -122,12 +122,6 @@ export async function authorizationCodeGrant(
   const { code, codeVerifier } = params;
   if (!code) throw new OAuthError('invalid_request', 'code is required');
   if (!codeVerifier) throw new OAuthError('invalid_request', 'code_verifier is required (PKCE, RFC 7636)');
-  if (params.clientSecret !== undefined) {
-    // client_secret_basic / client_secret_post (RFC 6749 §2.3.1): a confidential client proves itself.
-    if (!params.clientId || !(await clientSecretMatches(deps, params.clientId, params.clientSecret))) {
-      throw new OAuthError('invalid_client', 'Invalid client credentials');
-    }
-  }
   // Every outcome below commits: a presented code is used up, whether or not the exchange succeeds.
   const outcome = await deps.db.transaction<Outcome>(async (tx) => {
     const r = await tx.query<CodeRow>(
@@ -151,6 +145,13 @@ export async function authorizationCodeGrant(
     if (params.clientId && principal.clientId && params.clientId !== principal.clientId) {
       return { kind: 'refused', why: 'The authorization code was issued to another client' };
     }
+    // RFC 6749 §4.1.3: a confidential client authenticates. The code is used up all the same (whoever holds it
+    // without the client's proof holds a stolen code).
+    const unproven = await clientProofRefusal(tx, principal.clientId, {
+      ...(params.clientId !== undefined ? { clientId: params.clientId } : {}),
+      ...(params.authenticatedClient !== undefined ? { authenticated: params.authenticatedClient } : {}),
+    });
+    if (unproven) return { kind: 'refused', why: unproven.description, error: unproven.error };
     const refusal = authorizeCodeRefusal(row, principal, params);
     if (refusal) return refusal;
     const grant: UserGrant = {

@@ -213,7 +213,12 @@ async function ensure(db: Db, env: Env, admin: Config['admin']): Promise<Bootstr
   if (wanted ? secretHash !== sha256(wanted) : !secretHash || createdClient) {
     const secret = wanted ?? generateSecret();
     if (!wanted) generated.clientSecret = secret;
-    await storeSecrets(db, 'ClientApplication', clientId, [{ kind: 'client_secret', hash: sha256(secret) }]);
+    // The operator holds this secret: the client is confidential (client-auth.ts).
+    const hash = sha256(secret);
+    await storeSecrets(db, 'ClientApplication', clientId, [
+      { kind: 'client_secret', hash },
+      { kind: 'client_secret_set', hash },
+    ]);
   }
   const cid = clientId;
   await ensureMembership(

@@ -131,6 +131,44 @@ async function verifiedClaims(
   }
 }
 
+/** A checked assertion: the client it proves, that client's row, and the claims (jti not yet recorded). */
+interface CheckedAssertion {
+  clientId: string;
+  client: { json: string; project_id: string };
+  claims: JWTPayload;
+}
+
+/** Every check of an assertion but the jti's single use; throws a Refusal. */
+async function checkAssertion(
+  deps: AuthDeps,
+  keySets: ClientKeySets,
+  params: ClientAssertionParams,
+  clientId: string | undefined,
+): Promise<CheckedAssertion> {
+  const assertion = params.assertion as string;
+  if (assertion.length > MAX_ASSERTION_LENGTH) throw refused('assertion too long');
+  if (!clientId || !CLIENT_ID.test(clientId)) throw refused('no valid client id');
+  if (assertionIssuer(assertion) !== clientId) throw refused('client_id is not the assertion issuer');
+  const client = await selectCurrent(deps.db, 'ClientApplication', clientId);
+  if (!client || client.deleted) throw refused('unknown client');
+  const jwksUri = (JSON.parse(client.json) as { jwksUri?: unknown }).jwksUri;
+  if (typeof jwksUri !== 'string' || jwksUri === '') throw refused('the client has no jwksUri');
+  const claims = await verifiedClaims(deps, keySets, assertion, clientId, jwksUri);
+  return { clientId, client, claims };
+}
+
+function requireAssertion(params: ClientAssertionParams): void {
+  if (params.assertionType !== JWT_BEARER_ASSERTION)
+    throw new OAuthError('invalid_request', `client_assertion_type must be ${JWT_BEARER_ASSERTION}`);
+  if (!params.assertion) throw new OAuthError('invalid_request', 'client_assertion is required');
+}
+
+/** Logs why an assertion was refused and answers the one error every refusal gets. */
+function refusedAssertion(err: Refusal, clientId: string | undefined, log?: AssertionLogger): OAuthError {
+  log?.info?.({ clientId: clientId?.slice(0, 64), reason: err.reason }, 'client assertion refused');
+  return new OAuthError('invalid_client', 'Invalid client assertion');
+}
+
 /** The client_credentials grant authenticated by a client assertion; every failure is one 401 invalid_client. */
 export async function clientAssertionGrant(
   deps: AuthDeps,
@@ -138,34 +176,46 @@ export async function clientAssertionGrant(
   params: ClientAssertionParams,
   opts: { log?: AssertionLogger } = {},
 ): Promise<TokenResponse> {
-  if (params.assertionType !== JWT_BEARER_ASSERTION)
-    throw new OAuthError('invalid_request', `client_assertion_type must be ${JWT_BEARER_ASSERTION}`);
-  if (!params.assertion) throw new OAuthError('invalid_request', 'client_assertion is required');
-  const issuer = assertionIssuer(params.assertion);
-  const clientId = params.clientId ?? issuer;
+  requireAssertion(params);
+  const clientId = params.clientId ?? assertionIssuer(params.assertion);
   try {
-    if (params.assertion.length > MAX_ASSERTION_LENGTH) throw refused('assertion too long');
-    if (!clientId || !CLIENT_ID.test(clientId)) throw refused('no valid client id');
-    if (issuer !== clientId) throw refused('client_id is not the assertion issuer');
-    const client = await selectCurrent(deps.db, 'ClientApplication', clientId);
-    if (!client || client.deleted) throw refused('unknown client');
-    const jwksUri = (JSON.parse(client.json) as { jwksUri?: unknown }).jwksUri;
-    if (typeof jwksUri !== 'string' || jwksUri === '') throw refused('the client has no jwksUri');
-    const claims = await verifiedClaims(deps, keySets, params.assertion, clientId, jwksUri);
+    const checked = await checkAssertion(deps, keySets, params, clientId);
     // Recorded only once the signature holds (nobody else can use up a client's jti values) and the login would
     // succeed: an assertion refused for its scope may be sent again with another scope.
-    return await loginAsClient(deps, clientId, client, params.scope, {
+    return await loginAsClient(deps, checked.clientId, checked.client, params.scope, {
       backendServices: true,
       beforeIssue: async () => {
-        if (
-          !(await firstUse(deps.db, clientId, claims.jti as string, claims.exp as number, nowSeconds(deps)))
-        )
+        const { jti, exp } = checked.claims as { jti: string; exp: number };
+        if (!(await firstUse(deps.db, checked.clientId, jti, exp, nowSeconds(deps))))
           throw refused('jti already used');
       },
     });
   } catch (err) {
     if (!(err instanceof Refusal)) throw err;
-    opts.log?.info?.({ clientId: clientId?.slice(0, 64), reason: err.reason }, 'client assertion refused');
-    throw new OAuthError('invalid_client', 'Invalid client assertion');
+    throw refusedAssertion(err, clientId, opts.log);
+  }
+}
+
+/**
+ * Client authentication by assertion (private_key_jwt, RFC 7523 §2.2) for the other grants of the token endpoint
+ * (authorization_code, refresh_token): the same checks, the jti used up at once. Answers the client id it proves.
+ */
+export async function authenticateByAssertion(
+  deps: AuthDeps,
+  keySets: ClientKeySets,
+  params: ClientAssertionParams,
+  opts: { log?: AssertionLogger } = {},
+): Promise<string> {
+  requireAssertion(params);
+  const clientId = params.clientId ?? assertionIssuer(params.assertion);
+  try {
+    const { claims } = await checkAssertion(deps, keySets, params, clientId);
+    const { jti, exp } = claims as { jti: string; exp: number };
+    if (!(await firstUse(deps.db, clientId as string, jti, exp, nowSeconds(deps))))
+      throw refused('jti already used');
+    return clientId as string;
+  } catch (err) {
+    if (!(err instanceof Refusal)) throw err;
+    throw refusedAssertion(err, clientId, opts.log);
   }
 }

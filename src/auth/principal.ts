@@ -1,6 +1,6 @@
 // Who is calling: the login behind a token, its membership and project. The single place that turns a
 // verified token into the Actor that fhir/access.ts decides on.
-import { patientReach, type Actor, type ResourceScope } from '../fhir/access.js';
+import { membershipReach, patientReach, type Actor, type ResourceScope } from '../fhir/access.js';
 import type { AccessScope } from '../fhir/types.js';
 import type { Queryable } from '../storage/db.js';
 import { loginHolds, usableMembership } from './login-rules.js';
@@ -29,15 +29,24 @@ export function actorOf(p: Principal): Actor {
     projectId: p.projectId,
     projectAdmin: p.projectAdmin,
     superAdmin: p.superAdmin,
+    membershipId: p.membershipId,
     ...(p.scopes ? { scopes: p.scopes } : {}),
     ...(patient !== undefined ? { patient } : {}),
   };
 }
 
-/** What the principal may read: its project (all, for a super administrator), narrowed by `patient/` scopes. */
+/**
+ * What the principal may read: its project (all, for a super administrator), narrowed by `patient/` scopes, and for
+ * a member to its own ProjectMembership among memberships.
+ */
 export function scopeOf(p: Principal, actor: Actor = actorOf(p)): AccessScope {
   const patient = patientReach(actor);
-  return { projectId: p.superAdmin ? null : p.projectId, ...(patient ? { patient } : {}) };
+  const membership = membershipReach(actor);
+  return {
+    projectId: p.superAdmin ? null : p.projectId,
+    ...(patient ? { patient } : {}),
+    ...(membership !== undefined ? { membership } : {}),
+  };
 }
 
 interface LoginRow {

@@ -1,9 +1,11 @@
 // The refresh_token grant (RFC 6749 §6, https://www.rfc-editor.org/rfc/rfc6749#section-6) with rotation and reuse
 // detection (OAuth 2.1 §4.3.1, RFC 6819 §5.2.2.3): opaque random tokens, stored only as SHA-256 hashes and bound to
-// a login, each usable once; presenting a token that was already used ends the whole login.
+// a login, each usable once; presenting a token that was already used ends the whole login. A token issued to a
+// confidential client is redeemed only by that client, authenticated (RFC 6749 §6, client-auth.ts).
 import { generateSecret, sha256 } from '../fhir/repository/secrets.js';
 import type { Queryable } from '../storage/db.js';
 import { nowSeconds, type AuthDeps } from './deps.js';
+import { clientProofRefusal } from './client-auth.js';
 import { DEFAULT_AUDIENCE, type IdTokenSigner } from './id-token.js';
 import { accessTokenResponse, type TokenResponse } from './issue-login.js';
 import { OAuthError } from './oauth-error.js';
@@ -107,7 +109,13 @@ const scopes = (s: string): string[] => s.split(/\s+/).filter((x) => x !== '');
 export async function refreshTokenGrant(
   deps: AuthDeps,
   signIdToken: IdTokenSigner,
-  params: { refreshToken?: string; clientId?: string; scope?: string },
+  params: {
+    refreshToken?: string;
+    clientId?: string;
+    /** The client the request authenticated as (client-auth.ts), already checked. */
+    authenticatedClient?: string;
+    scope?: string;
+  },
 ): Promise<TokenResponse> {
   const presented = params.refreshToken;
   if (!presented) throw new OAuthError('invalid_request', 'refresh_token is required');
@@ -131,6 +139,12 @@ export async function refreshTokenGrant(
     if (params.clientId && principal.clientId && params.clientId !== principal.clientId) {
       return invalid('The refresh token was issued to another client');
     }
+    // Refused before the token is used: its client still holds a good token.
+    const unproven = await clientProofRefusal(tx, principal.clientId, {
+      ...(params.clientId !== undefined ? { clientId: params.clientId } : {}),
+      ...(params.authenticatedClient !== undefined ? { authenticated: params.authenticatedClient } : {}),
+    });
+    if (unproven) return { kind: 'refused', error: unproven };
     let scope = row.scope;
     if (params.scope !== undefined && params.scope.trim() !== '') {
       // RFC 6749 §6: a narrower scope may be asked for, never a wider one.

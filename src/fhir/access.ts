@@ -1,5 +1,6 @@
 // The one place that decides who may do what (API.md §3). Every path that reads or writes resources —
 // REST interactions, batch/transaction entries, operations — asks here.
+import { isResourceType } from './definitions/index.js';
 import { inPatientCompartment } from './definitions/patient-compartment.js';
 import { FhirError } from './outcome.js';
 import type { AccessScope } from './types.js';
@@ -19,6 +20,11 @@ export interface Actor {
    * Patient's compartment. Without it, `patient/` scopes permit nothing.
    */
   patient?: string;
+  /**
+   * The caller's own ProjectMembership (the one its login goes through): a member reads that membership and no other
+   * (canRead, AccessScope.membership).
+   */
+  membershipId?: string;
 }
 
 /**
@@ -78,32 +84,74 @@ export function patientReach(actor: Actor): AccessScope['patient'] {
   return { id: actor.patient, unlimited: [...new Set(readers.map((s) => s.type))] };
 }
 
-/** The patient whose compartment bounds a write (`letter` c, u or d) of `resourceType`, when only it permits it. */
+/**
+ * The patient whose compartment bounds a write (`interaction` create, update or delete) of `resourceType`, when only
+ * `patient/` scopes permit it; undefined when a `system/` or `user/` scope (or no scope) permits it. Fails closed: a
+ * write that no scope permits is a 403 here too, whoever forgot to ask assertWrite first.
+ */
 export function patientWriteReach(
   actor: Actor,
   resourceType: string,
-  letter: WriteInteraction,
+  interaction: WriteInteraction,
 ): string | undefined {
-  return scopeReach(actor, resourceType, LETTER[letter]) === 'patient' ? actor.patient : undefined;
+  const reach = scopeReach(actor, resourceType, LETTER[interaction]);
+  if (reach === 'none') throw scopeWriteRefused(resourceType, interaction);
+  return reach === 'patient' ? actor.patient : undefined;
 }
+
+const scopeWriteRefused = (resourceType: string, interaction: WriteInteraction): FhirError =>
+  new FhirError(
+    'forbidden',
+    `Forbidden: the token's scope does not permit ${interaction} of ${resourceType}`,
+    'access.scope-write',
+  );
 
 /** Resource types that only project admins (and super administrators) may create or change. */
 const ADMIN_WRITE = new Set(['ClientApplication', 'ProjectMembership', 'AsyncJob']);
-/** Resource types that only project admins (and super administrators) may read. */
-const ADMIN_READ = new Set(['ClientApplication', 'AsyncJob', 'Login']);
+/**
+ * Resource types that only project admins (and super administrators) may read. A member still reads its own
+ * ProjectMembership (ownMembership), and searches AsyncJobs (the ones it started) and ProjectMemberships (its own).
+ */
+const ADMIN_READ = new Set(['ClientApplication', 'AsyncJob', 'Login', 'ProjectMembership', 'User']);
 /** Resource types only super administrators may create or change. */
 const SUPER_WRITE = new Set(['Project', 'User', 'Login']);
 
-export function canRead(actor: Actor, resourceType: string, interaction: ReadInteraction = 'read'): boolean {
+/**
+ * Whether the actor may read `resourceType` — every instance, or with `id` that one instance (its own membership is
+ * readable to a member who may read no other).
+ */
+export function canRead(
+  actor: Actor,
+  resourceType: string,
+  interaction: ReadInteraction = 'read',
+  id?: string,
+): boolean {
   if (!scopesPermit(actor, resourceType, LETTER[interaction])) return false;
   if (actor.superAdmin) return true;
-  if (ADMIN_READ.has(resourceType)) return actor.projectAdmin;
+  if (ADMIN_READ.has(resourceType)) return actor.projectAdmin || ownMembership(actor, resourceType, id);
   return true;
 }
 
-/** Without `interaction` (a write whose kind the caller does not know), any of create, update or delete suffices. */
-export function canWrite(actor: Actor, resourceType: string, interaction?: WriteInteraction): boolean {
-  if (!scopesPermit(actor, resourceType, interaction ? LETTER[interaction] : 'cud')) return false;
+/** Whether `resourceType`/`id` is the actor's own ProjectMembership. */
+function ownMembership(actor: Actor, resourceType: string, id: string | undefined): boolean {
+  return resourceType === 'ProjectMembership' && id !== undefined && id === actor.membershipId;
+}
+
+/**
+ * The one ProjectMembership the actor's reads may return (AccessScope.membership): its own, for a caller who is not an
+ * admin (`''`, none, when its membership is unknown). Applied to every search, so that included memberships are
+ * narrowed too.
+ */
+export function membershipReach(actor: Actor): string | undefined {
+  return actor.superAdmin || actor.projectAdmin ? undefined : (actor.membershipId ?? '');
+}
+
+/**
+ * Whether the actor may perform `interaction` on `resourceType`. Always the interaction performed: an update that
+ * creates (an unknown id, or a deleted resource's next version) is a create and needs `c`.
+ */
+export function canWrite(actor: Actor, resourceType: string, interaction: WriteInteraction): boolean {
+  if (!scopesPermit(actor, resourceType, LETTER[interaction])) return false;
   if (actor.superAdmin) return true;
   if (SUPER_WRITE.has(resourceType)) return false;
   if (ADMIN_WRITE.has(resourceType)) return actor.projectAdmin;
@@ -112,7 +160,8 @@ export function canWrite(actor: Actor, resourceType: string, interaction?: Write
 
 /**
  * What a search of `resourceType` may return to the caller, or a 403. Members may search AsyncJob but see only the
- * jobs they started (API.md §5: search results follow the same rule as reading a job).
+ * jobs they started (API.md §5: search results follow the same rule as reading a job), and ProjectMembership but see
+ * only their own (as reading one by id).
  */
 export function searchScope(
   actor: Actor,
@@ -129,6 +178,14 @@ export function searchScope(
     // A caller without a profile started no job: it finds none.
     return { ...scope, author: caller ?? '' };
   }
+  const membership = membershipReach(actor);
+  if (
+    resourceType === 'ProjectMembership' &&
+    membership !== undefined &&
+    scopesPermit(actor, 'ProjectMembership', 's')
+  ) {
+    return { ...scope, membership };
+  }
   assertRead(actor, resourceType, 'search');
   return scope;
 }
@@ -141,7 +198,13 @@ export function assertChainsReadable(actor: Actor, chainedTypes: readonly string
   for (const type of chainedTypes) assertRead(actor, type, 'search');
 }
 
-export function assertRead(actor: Actor, resourceType: string, interaction: ReadInteraction = 'read'): void {
+/** With `id`, the read of that one instance (a member's own membership). */
+export function assertRead(
+  actor: Actor,
+  resourceType: string,
+  interaction: ReadInteraction = 'read',
+  id?: string,
+): void {
   if (!scopesPermit(actor, resourceType, LETTER[interaction])) {
     throw new FhirError(
       'forbidden',
@@ -149,7 +212,7 @@ export function assertRead(actor: Actor, resourceType: string, interaction: Read
       'access.scope-read',
     );
   }
-  if (!canRead(actor, resourceType, interaction)) {
+  if (!canRead(actor, resourceType, interaction, id)) {
     throw new FhirError(
       'forbidden',
       `Forbidden: reading ${resourceType} needs a project administrator`,
@@ -158,13 +221,9 @@ export function assertRead(actor: Actor, resourceType: string, interaction: Read
   }
 }
 
-export function assertWrite(actor: Actor, resourceType: string, interaction?: WriteInteraction): void {
-  if (!scopesPermit(actor, resourceType, interaction ? LETTER[interaction] : 'cud')) {
-    throw new FhirError(
-      'forbidden',
-      `Forbidden: the token's scope does not permit ${interaction ?? 'changing'} ${resourceType}`,
-      'access.scope-write',
-    );
+export function assertWrite(actor: Actor, resourceType: string, interaction: WriteInteraction): void {
+  if (!scopesPermit(actor, resourceType, LETTER[interaction])) {
+    throw scopeWriteRefused(resourceType, interaction);
   }
   if (!canWrite(actor, resourceType, interaction)) {
     const who = SUPER_WRITE.has(resourceType) ? 'a super administrator' : 'a project administrator';
@@ -172,13 +231,46 @@ export function assertWrite(actor: Actor, resourceType: string, interaction?: Wr
   }
 }
 
-/** The resource type a reference names: `Type/id`, `Type/id/_history/v`, or an absolute URL ending so. */
-function referencedType(reference: unknown): string | undefined {
-  const ref = (reference as { reference?: unknown } | undefined)?.reference;
-  if (typeof ref !== 'string') return undefined;
-  return /(?:^|\/)([A-Z][A-Za-z]{0,63})\/[A-Za-z0-9\-.]{1,64}(?:\/_history\/[A-Za-z0-9\-.]{1,64})?$/.exec(
-    ref,
-  )?.[1];
+/** A FHIR id (https://hl7.org/fhir/R4/datatypes.html#id), `.` and `..` excepted (repository/prepare.ts isValidId). */
+const ID = /^[A-Za-z0-9\-.]{1,64}$/;
+/** `Type/id` and nothing else: no search, fragment, version, trailing slash or server. */
+const TYPE_ID = /^([A-Z][A-Za-z]{0,63})\/([^/]+)$/;
+
+/**
+ * The resource a Binary.securityContext names (https://hl7.org/fhir/R4/binary.html#security), or undefined when it
+ * names none that can be resolved: it must be a Reference whose `reference` is exactly `Type/id` of a known resource
+ * type (an absolute URL under `fhirBase`, this server's FHIR base, counts as the `Type/id` it ends with) and whose
+ * `type`, if given, is that type. Search strings, identifiers, fragments (contained resources), queries, versions,
+ * trailing slashes, lower-case or unknown types and other servers are not resolved: the check must not guess.
+ */
+export function securityContextTarget(
+  securityContext: unknown,
+  fhirBase?: string,
+): { type: string; id: string; reference: string } | undefined {
+  if (typeof securityContext !== 'object' || securityContext === null) return undefined;
+  const { reference, type } = securityContext as { reference?: unknown; type?: unknown };
+  if (typeof reference !== 'string') return undefined;
+  const local =
+    fhirBase !== undefined && reference.startsWith(`${fhirBase}/`)
+      ? reference.slice(fhirBase.length + 1)
+      : reference;
+  const m = TYPE_ID.exec(local);
+  const [, t = '', id = ''] = m ?? [];
+  if (!m || !isResourceType(t) || !ID.test(id) || id === '.' || id === '..') return undefined;
+  if (type !== undefined && type !== t && type !== `http://hl7.org/fhir/StructureDefinition/${t}`)
+    return undefined;
+  return { type: t, id, reference: local };
+}
+
+/**
+ * Whether the actor reads every type in its reach: a project admin or super administrator whose token is not
+ * narrowed below `*` reads (a Binary whose securityContext cannot be resolved is theirs alone).
+ */
+function readsEveryType(actor: Actor): boolean {
+  if (!actor.superAdmin && !actor.projectAdmin) return false;
+  return (
+    !actor.scopes || actor.scopes.some((s) => !s.patient && s.type === '*' && s.permissions.includes('r'))
+  );
 }
 
 /**
@@ -186,14 +278,25 @@ function referencedType(reference: unknown): string | undefined {
  * reading Binary in its project, the caller needs read access (role and SMART scopes) to the type of the resource the
  * securityContext names, so a Binary attached to a ClientApplication is for project admins, and a token scoped to
  * `system/Binary.r` alone cannot read content attached to a Patient. The type is what is checked (Binary is in no
- * Patient compartment, so a token limited by `patient/` scopes reads no Binary at all).
+ * Patient compartment, so a token limited by `patient/` scopes reads no Binary at all). Fails closed: writes store
+ * only a securityContext that resolves (repository/binary-content.ts), and one that does not (data written before)
+ * is read only by an administrator who reads every type, since the type it meant cannot be known.
  */
-export function assertSecurityContextRead(actor: Actor, securityContext: unknown): void {
-  const type = referencedType(securityContext);
-  if (type === undefined || canRead(actor, type, 'read')) return;
+export function assertSecurityContextRead(actor: Actor, securityContext: unknown, fhirBase?: string): void {
+  if (securityContext === undefined) return;
+  const target = securityContextTarget(securityContext, fhirBase);
+  if (target === undefined) {
+    if (readsEveryType(actor)) return;
+    throw new FhirError(
+      'forbidden',
+      "Forbidden: this Binary's securityContext does not name a resource as Type/id; only an administrator with read access to every type may read it",
+      'access.binary-context-unresolved',
+    );
+  }
+  if (canRead(actor, target.type, 'read')) return;
   throw new FhirError(
     'forbidden',
-    `Forbidden: this Binary's securityContext needs read access to ${type}`,
+    `Forbidden: this Binary's securityContext needs read access to ${target.type}`,
     'access.binary-context',
   );
 }

@@ -28,6 +28,11 @@ export interface AccessScope {
   /** Only resources whose `meta.author.reference` is this (a member searching the AsyncJobs they started). */
   author?: string;
   /**
+   * Only this ProjectMembership among ProjectMemberships, whether searched or included (a member's own; fhir/access.ts
+   * membershipReach). Other types are not narrowed by it.
+   */
+  membership?: string;
+  /**
    * Only resources that are the `profile` of a live, active ProjectMembership of their own project (the profiles an
    * external identity's fhirUser search may find, API.md §4).
    */

@@ -74,7 +74,8 @@ const POLICY = {
   'POST ClientApplication If-None-Exist':[...UNAUTH,                403,    200,     201,       200,   403],
   'PUT ClientApplication/:id':         [...UNAUTH,                  403,    200,     404,       200,   403],
   'DELETE ClientApplication/:id':      [...UNAUTH,                  403,    200,     404,       200,   403],
-  'GET ProjectMembership/:id':         [...UNAUTH,                  200,    200,     404,       200,   200],
+  // The member's own membership: another member (the external token's user) may not read it (403, before any lookup).
+  'GET ProjectMembership/:id':         [...UNAUTH,                  200,    200,     404,       200,   403],
   // A membership of project A (meta.project A): only A's admins and the super admin may make one; a membership
   // stored in another admin's own project must not name project A (400). A super admin's membership without
   // meta.project is stored in the project it names (API.md §3).
@@ -84,7 +85,8 @@ const POLICY = {
   'POST ProjectMembership (B profile)':[...UNAUTH,                  403,    400,     400,       400,   403],
   'PUT ProjectMembership/:id (admin)': [...UNAUTH,                  403,    200,     404,       200,   403],
   'PATCH ProjectMembership/:id':       [...UNAUTH,                  403,    200,     404,       200,   403],
-  'GET User/:id':                      [...UNAUTH,                  200,    200,     404,       200,   200],
+  // A User (email, names) is for admins: a member reads neither its own nor another's (README "Security model").
+  'GET User/:id':                      [...UNAUTH,                  403,    200,     404,       200,   403],
   'PUT User/:id':                      [...UNAUTH,                  403,    403,     403,       200,   403],
   'GET Login':                         [...UNAUTH,                  403,    200,     200,       200,   403],
   'GET /auth/me':                      [...UNAUTH,                  200,    200,     200,       200,   200],

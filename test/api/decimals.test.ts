@@ -123,6 +123,33 @@ describe.each(testDatabases())('exact decimals on $name', (database) => {
     expectLiterals((await get(`Observation/${id}`)).body);
   });
 
+  it('refuses a number too large for a decimal or an integer saying it is out of range, and a fraction as an integer', async () => {
+    for (const [element, literal, message] of [
+      [
+        'valueQuantity',
+        '{"value":1e309}',
+        'Decimal value out of range: its magnitude exceeds 1.7976931348623157e+308, the largest this server accepts',
+      ],
+      [
+        'valueQuantity',
+        '{"value":-2.5E+400}',
+        'Decimal value out of range: its magnitude exceeds 1.7976931348623157e+308, the largest this server accepts',
+      ],
+      ['valueInteger', '1e309', 'Value is out of range for integer (-2147483648 to 2147483647)'],
+      ['valueInteger', '2.5', 'Expected integer (a JSON integer), got a number with a fractional part: 2.5'],
+    ] as const) {
+      const res = await send(
+        'POST',
+        'Observation',
+        `{"resourceType":"Observation","status":"final","code":{"text":"big"},"${element}":${literal}}`,
+      );
+      expect(res.statusCode, res.body).toBe(400);
+      const issue = res.json().issue[0] as { expression?: string[] };
+      expect(issue).toMatchObject({ code: 'value', details: { text: message } });
+      expect(issue.expression?.[0]).toMatch(new RegExp(`^Observation\\.${element}`));
+    }
+  });
+
   it('exports NDJSON lines with the stored text', async () => {
     const job = await waitForJob(t, jobIdOf(await kickOff(t, token, '$export?_type=Observation')), token);
     const url = job.output?.parameter[0]?.part.find((x) => x.name === 'url')?.valueUri as string;

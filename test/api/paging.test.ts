@@ -67,6 +67,18 @@ describe.each(testDatabases())('search paging on $name', (database) => {
     expect(ids(await get(link(last, 'first') as string))).toEqual(all.slice(0, 3));
   });
 
+  it('reports the real number of matches as total on a page past the last match', async () => {
+    for (const offset of [7, 10, MAX_OFFSET]) {
+      const page = await get(`${ctx.t.fhir}/Patient?family=${family}&_count=3&_offset=${offset}`);
+      expect(ids(page), `_offset=${offset}`).toEqual([]);
+      expect(page.total, `_offset=${offset}`).toBe(7);
+      expect(link(page, 'next')).toBeUndefined();
+    }
+    // A short last page counts on from its offset; no match at all is 0 at any offset.
+    expect((await get(`${ctx.t.fhir}/Patient?family=${family}&_count=3&_offset=5`)).total).toBe(7);
+    expect((await get(`${ctx.t.fhir}/Patient?family=Nobody${family}&_offset=40`)).total).toBe(0);
+  });
+
   it('names the first page on cursor pages too', async () => {
     const first = await get(`${ctx.t.fhir}/Patient?family=${family}&_count=4`);
     const second = await get(link(first, 'next') as string);

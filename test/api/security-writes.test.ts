@@ -6,6 +6,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { LightMyRequestResponse } from 'fastify';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { MAX_BODY_DEPTH } from '../../src/fhir/json/parse.js';
 import { MAX_RESOURCE_DEPTH } from '../../src/fhir/validation/depth.js';
 import { testDatabases } from '../support/db.js';
 import {
@@ -494,10 +495,12 @@ describe.each(testDatabases())('security of writes on $name', (database) => {
         await raw('PATCH', `Patient/${existing.id as string}`, patch, 'application/json-patch+json'),
         'PATCH',
       );
-      // A batch answers the deep entry on its own; the others succeed.
+      // A batch answers an entry deeper than a resource may be on its own; the others succeed. (Its body stays
+      // within MAX_BODY_DEPTH; a deeper body is refused whole, below.)
+      const deeperThanResource = deepText(80); // 162 levels
       const okEntry = JSON.stringify(createEntry({ resourceType: 'Patient' }));
-      const deepEntry = `{"resource":${tooDeep},"request":{"method":"POST","url":"Patient"}}`;
-      const deepPut = `{"resource":${tooDeep.replace('{', `{"id":"${id}",`)},"request":{"method":"PUT","url":"Patient/${id}"}}`;
+      const deepEntry = `{"resource":${deeperThanResource},"request":{"method":"POST","url":"Patient"}}`;
+      const deepPut = `{"resource":${deeperThanResource.replace('{', `{"id":"${id}",`)},"request":{"method":"PUT","url":"Patient/${id}"}}`;
       const patchBinary = {
         resource: {
           resourceType: 'Binary',
@@ -532,6 +535,21 @@ describe.each(testDatabases())('security of writes on $name', (database) => {
         });
         expectTooDeep(tx, 'transaction');
       }
+      // A body nested deeper than MAX_BODY_DEPTH is refused whole when it is read, batch or not.
+      const tooDeepBatch = await t.request({
+        method: 'POST',
+        url: t.fhir,
+        token: ctx.token,
+        headers: { 'content-type': 'application/fhir+json' },
+        payload: bundle('batch', [
+          okEntry,
+          `{"resource":${tooDeep},"request":{"method":"POST","url":"Patient"}}`,
+        ]),
+      });
+      expect(tooDeepBatch.statusCode, tooDeepBatch.body).toBe(400);
+      expect(issueOf(tooDeepBatch).text).toBe(
+        `The body nests deeper than ${MAX_BODY_DEPTH} levels of JSON objects and arrays (a resource may nest ${MAX_RESOURCE_DEPTH} levels)`,
+      );
       // A whole body nested far deeper than any resource is a 4xx too.
       const huge = `${'['.repeat(200_000)}${']'.repeat(200_000)}`;
       const hugeRes = await raw('POST', 'Patient', `{"resourceType":"Patient","extension":${huge}}`);

@@ -40,15 +40,38 @@ export const onSignedOut = (f: () => void): void => {
   signedOut = f;
 };
 
+/** Whether an absolute URL is this server's: same origin as {base} and a path under {base}'s (no credentials). */
+export function underBase(env: Env, href: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(href);
+  } catch {
+    return false;
+  }
+  const base = new URL(env.base);
+  return (
+    url.origin === base.origin &&
+    url.username === '' &&
+    url.password === '' &&
+    url.pathname.startsWith(base.pathname)
+  );
+}
+
 export function createApi(env: Env) {
-  /** `path` is absolute (Bundle links, output URLs), rooted at {base} (`/admin/…`), or relative to {fhir}. */
+  /**
+   * `path` is absolute (Bundle links, output URLs), rooted at {base} (`/admin/…`), or relative to {fhir}. An absolute
+   * URL is taken only under this server's {base} (same origin, same base path): links and output URLs come from
+   * answers a tenant can shape, and the console's bearer token must never leave for another origin.
+   */
   const urlOf = (path: string): string => {
-    if (/^https?:/.test(path)) return path;
     if (path.startsWith('/')) return `${env.base}${path.slice(1)}`;
-    return `${env.fhir}/${path}`;
+    if (!/^[a-z][a-z0-9+.-]*:/i.test(path)) return `${env.fhir}/${path}`;
+    if (!underBase(env, path)) throw new ApiError(0, `Not a URL of this server: ${path.slice(0, 120)}`);
+    return path;
   };
 
   async function send(path: string, o: RequestOptions, token: string | undefined): Promise<Response> {
+    const url = urlOf(path);
     const headers: Record<string, string> = { accept: 'application/fhir+json', ...o.headers };
     if (token) headers.authorization = `Bearer ${token}`;
     let body: string | undefined;
@@ -57,7 +80,7 @@ export function createApi(env: Env) {
       body = JSON.stringify(o.json);
     }
     try {
-      return await fetch(urlOf(path), { method: o.method ?? 'GET', headers, ...(body ? { body } : {}) });
+      return await fetch(url, { method: o.method ?? 'GET', headers, ...(body ? { body } : {}) });
     } catch {
       throw new ApiError(0, errorMessage(0, undefined));
     }

@@ -78,6 +78,18 @@ const tooCostly = (task: WorkerTask, why: string): FhirError =>
       )
     : new FhirError('too-costly', `The _fields FHIRPath is too costly: ${why}`, 'csv.fhirpath-too-costly');
 
+/** A task whose data the structured clone of `postMessage` refused: too deep, too large, or not plain data. */
+const unsendable = (task: WorkerTask, err: unknown): FhirError =>
+  new FhirError(
+    'too-costly',
+    `The ${task.kind === 'view-check' || task.kind === 'view-rows' ? 'ViewDefinition' : '_fields request'} cannot be passed to the FHIRPath worker: ${String((err as Error)?.message ?? err).slice(0, 200)}`,
+    task.kind === 'view-check' || task.kind === 'view-rows' ? 'views.unsendable' : 'csv.unsendable',
+  );
+
+// Nothing a worker, its messages or this pool do may reach the process as an uncaught exception or an unhandled
+// rejection (issue 25 point 1: a deep view once made `postMessage` throw inside the worker's 'message' handler,
+// which ended the process and every tenant with it). A task that fails fails alone: the worker that ran it is
+// replaced when its state is in doubt, and the other tasks go on.
 export function createFhirpathPool(opts: FhirpathPoolOptions): FhirpathPool {
   const size = opts.size ?? Math.min(4, Math.max(1, availableParallelism() - 1));
   const slots: Slot[] = [];
@@ -91,9 +103,34 @@ export function createFhirpathPool(opts: FhirpathPoolOptions): FhirpathPool {
     return task;
   };
   const discard = (slot: Slot): void => {
-    slots.splice(slots.indexOf(slot), 1);
-    void slot.worker.terminate();
+    const at = slots.indexOf(slot);
+    if (at >= 0) slots.splice(at, 1);
+    slot.worker.terminate().catch(() => undefined);
   };
+  /** The worker is gone or in doubt: its task fails with `err`, and a worker that never started fails the queue. */
+  const lose = (slot: Slot, err: Error): void => {
+    if (!slots.includes(slot)) return; // already handled ('error' is followed by 'exit')
+    const task = finish(slot);
+    discard(slot);
+    // A worker that cannot even start would fail again: the waiting tasks fail instead of respawning forever.
+    if (!slot.ready) for (const t of queue.splice(0)) t.reject(err);
+    task?.reject(err);
+    pump();
+  };
+  /** An event handler that cannot throw: a fault in it fails the slot's task rather than the process. */
+  const guarded =
+    <A extends unknown[]>(slot: Slot, handler: (...args: A) => void) =>
+    (...args: A): void => {
+      try {
+        handler(...args);
+      } catch (err) {
+        try {
+          lose(slot, err instanceof Error ? err : new Error(String(err)));
+        } catch {
+          // Nothing more can be done for this slot; it is no longer in the pool.
+        }
+      }
+    };
   const spawn = (): Slot => {
     const entry = workerEntry();
     const worker = new Worker(entry.file, {
@@ -107,51 +144,70 @@ export function createFhirpathPool(opts: FhirpathPoolOptions): FhirpathPool {
     worker.stderr.resume();
     worker.unref();
     const slot: Slot = { worker, ready: false };
-    worker.on('message', (reply: WorkerReply | 'ready') => {
-      if (reply === 'ready') {
-        slot.ready = true;
-        return pump();
-      }
-      finish(slot)?.resolve(reply);
-      pump();
-    });
-    worker.on('error', (err: Error & { code?: string }) => {
-      const task = finish(slot);
-      discard(slot);
-      // A worker that cannot even start would fail again: the waiting tasks fail instead of respawning forever.
-      if (!slot.ready) for (const t of queue.splice(0)) t.reject(err);
-      task?.reject(
-        err.code === 'ERR_WORKER_OUT_OF_MEMORY'
-          ? tooCostly(task.message, `it needed more than the memory limit of ${opts.maxHeapMb ?? 256} MiB`)
-          : err,
-      );
-      pump();
-    });
-    worker.on('exit', () => {
-      if (!slots.includes(slot)) return;
-      const task = finish(slot);
-      discard(slot);
-      task?.reject(new Error('The FHIRPath worker stopped'));
-      pump();
-    });
+    worker.on(
+      'message',
+      guarded(slot, (reply: WorkerReply | 'ready') => {
+        if (reply === 'ready') {
+          slot.ready = true;
+          return pump();
+        }
+        finish(slot)?.resolve(reply);
+        pump();
+      }),
+    );
+    // A reply the structured clone could not rebuild here: its task fails, and the worker is replaced (one
+    // whose reply went missing is not trusted with the next task).
+    worker.on(
+      'messageerror',
+      guarded(slot, (err: Error) => {
+        const task = slot.task;
+        lose(slot, task ? unsendable(task.message, err) : err);
+      }),
+    );
+    worker.on(
+      'error',
+      guarded(slot, (err: Error & { code?: string }) => {
+        const task = slot.task;
+        lose(
+          slot,
+          task && err.code === 'ERR_WORKER_OUT_OF_MEMORY'
+            ? tooCostly(task.message, `it needed more than the memory limit of ${opts.maxHeapMb ?? 256} MiB`)
+            : err,
+        );
+      }),
+    );
+    worker.on(
+      'exit',
+      guarded(slot, () => lose(slot, new Error('The FHIRPath worker stopped'))),
+    );
     slots.push(slot);
     return slot;
   };
   const start = (slot: Slot, task: Task): void => {
     slot.task = task;
     // The deadline runs from when the worker takes the task: time spent waiting in the queue does not count.
-    slot.timer = setTimeout(() => {
+    slot.timer = setTimeout(
+      guarded(slot, () => {
+        finish(slot);
+        discard(slot);
+        task.reject(
+          tooCostly(
+            task.message,
+            `it ran longer than the limit of ${opts.timeoutMs} ms (fhirpathTimeout); simplify the expression`,
+          ),
+        );
+        pump();
+      }),
+      opts.timeoutMs,
+    );
+    try {
+      slot.worker.postMessage(task.message);
+    } catch (err) {
+      // The structured clone refused the task before anything was sent (DataCloneError; RangeError for data nested
+      // past its stack): the worker never saw it and stays free for the next one; only this task fails.
       finish(slot);
-      discard(slot);
-      task.reject(
-        tooCostly(
-          task.message,
-          `it ran longer than the limit of ${opts.timeoutMs} ms (fhirpathTimeout); simplify the expression`,
-        ),
-      );
-      pump();
-    }, opts.timeoutMs);
-    slot.worker.postMessage(task.message);
+      task.reject(unsendable(task.message, err));
+    }
   };
   function pump(): void {
     while (!closed && queue.length > 0) {
@@ -160,7 +216,14 @@ export function createFhirpathPool(opts: FhirpathPoolOptions): FhirpathPool {
         start(free, queue.shift() as Task);
         continue;
       }
-      if (slots.length < size) spawn();
+      if (slots.length < size) {
+        try {
+          spawn();
+        } catch (err) {
+          // No thread can be made now (memory, thread limits): with no worker left to take them, the tasks fail.
+          if (slots.length === 0) for (const t of queue.splice(0)) t.reject(err as Error);
+        }
+      }
       return; // a worker that is starting takes the next task once ready
     }
   }

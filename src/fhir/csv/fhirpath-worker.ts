@@ -66,6 +66,16 @@ for (const k of ['log', 'info', 'warn', 'error', 'debug', 'trace', 'dir'] as con
   console[k] = () => undefined;
 
 const port = parentPort;
+
+/** Posts a reply; one the structured clone cannot copy (too deep, too large) becomes an error reply. */
+function send(reply: WorkerReply): void {
+  try {
+    port?.postMessage(reply);
+  } catch (err) {
+    port?.postMessage({ ok: false, error: `FHIRPath result cannot be sent: ${(err as Error).message}` });
+  }
+}
+
 if (port) {
   port.on('message', (task: WorkerTask) => {
     let reply: WorkerReply;
@@ -75,13 +85,12 @@ if (port) {
     } catch (err) {
       reply = failure(err);
     }
-    try {
-      port.postMessage(reply);
-    } catch (err) {
-      // A value the structured clone cannot copy.
-      port.postMessage({ ok: false, error: `FHIRPath result cannot be sent: ${(err as Error).message}` });
-    }
+    send(reply);
   });
+  // A task the structured clone could not rebuild here: it fails at once rather than at its deadline.
+  port.on('messageerror', (err: Error) =>
+    send({ ok: false, error: `The FHIRPath task could not be received: ${err.message}` }),
+  );
   // Warm the engine up (its first evaluation loads the model's lazy parts), so that deadlines measure the task.
   evaluateRows(
     'Patient',

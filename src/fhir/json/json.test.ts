@@ -1,6 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { inexactNumber, parseJson } from './parse.js';
+import {
+  inexactNumber,
+  JsonTooDeep,
+  MAX_BODY_DEPTH,
+  nestsDeeperThan,
+  parseJson,
+  parseJsonBody,
+} from './parse.js';
 import { copyRawNumbers, hasRawNumbers, numberText, rawNumberText, RAW_NUMBERS } from './raw-numbers.js';
 import { stringifyJson } from './stringify.js';
 
@@ -131,5 +138,45 @@ describe('exact JSON numbers', () => {
       }),
       { numRuns: 500 },
     );
+  });
+});
+
+describe('the nesting bound of request bodies', () => {
+  /** The nesting of a JSON value, walked without recursion. */
+  const depthOf = (value: unknown): number => {
+    let max = 0;
+    const stack: [unknown, number][] = [[value, 1]];
+    while (stack.length > 0) {
+      const [v, d] = stack.pop() as [unknown, number];
+      if (typeof v !== 'object' || v === null) continue;
+      max = Math.max(max, d);
+      for (const c of Object.values(v)) stack.push([c, d + 1]);
+    }
+    return max;
+  };
+
+  it('measures what JSON.parse builds, brackets inside strings and escapes not counted', () => {
+    fc.assert(
+      fc.property(
+        fc.jsonValue({ maxDepth: 8 }),
+        fc.integer({ min: 0, max: 10 }),
+        fc.string({ unit: fc.constantFrom('[', ']', '{', '}', '"', '\\', 'a') }),
+        (value, max, text) => {
+          // Strings full of brackets, quotes and backslashes beside the value, as keys and values.
+          const json = JSON.stringify([text, { [text]: value }, text]);
+          expect(nestsDeeperThan(json, max)).toBe(depthOf(JSON.parse(json)) > max);
+        },
+      ),
+      { numRuns: 300, seed: 25 },
+    );
+  });
+
+  it(`parseJsonBody refuses ${MAX_BODY_DEPTH + 1} levels before parsing and accepts ${MAX_BODY_DEPTH}`, () => {
+    const nested = (levels: number) => `${'[{"a":'.repeat(levels / 2)}1${'}]'.repeat(levels / 2)}`;
+    expect(depthOf(parseJsonBody(nested(MAX_BODY_DEPTH)))).toBe(MAX_BODY_DEPTH);
+    expect(() => parseJsonBody(`[${nested(MAX_BODY_DEPTH)}]`)).toThrow(JsonTooDeep);
+    // Far deeper, and unbalanced: refused as too deep, at any depth, without a stack overflow.
+    expect(() => parseJsonBody('['.repeat(1_000_000))).toThrow(JsonTooDeep);
+    expect(() => parseJsonBody('{"a":1')).toThrow(SyntaxError);
   });
 });

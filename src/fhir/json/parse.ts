@@ -25,6 +25,56 @@ export function parseJson(text: string): unknown {
   return value;
 }
 
+/**
+ * Levels of JSON objects and arrays a request body may have in all (issue 25 point 1). Whatever walks a body
+ * recursively (validation, reference rewriting, JSON.stringify, the structured clone of `Worker.postMessage`) would
+ * overflow the stack somewhere beyond a few thousand levels, and a 500 or an uncaught error is no answer to a client.
+ * A resource may nest MAX_RESOURCE_DEPTH (128, validation/depth.ts) levels and each resource a body carries is held to
+ * that on its own (a batch answers such an entry alone); its wrappers add a few (Bundle.entry[n].resource: 3;
+ * Parameters.parameter[n].part[m].resource: 5), so twice a resource's depth admits every legal body with room to spare.
+ */
+export const MAX_BODY_DEPTH = 256;
+
+/** The JSON text's deepest nesting passes `max` levels of objects and arrays. Iterative; syntax is not checked. */
+export function nestsDeeperThan(text: string, max: number): boolean {
+  let depth = 0;
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 34) {
+      // A string: brackets inside it do not count. Its closing quote is the next one not escaped, i.e. not after an
+      // odd run of backslashes (indexOf is native: long texts are skipped at memory speed).
+      for (;;) {
+        const q = text.indexOf('"', i + 1);
+        if (q < 0) return false;
+        let b = q - 1;
+        while (text.charCodeAt(b) === 92) b--;
+        i = q;
+        if ((q - 1 - b) % 2 === 0) break;
+      }
+    } else if (c === 123 || c === 91) {
+      if (++depth > max) return true;
+    } else if (c === 125 || c === 93) depth--;
+  }
+  return false;
+}
+
+/** A request body's JSON text nests deeper than MAX_BODY_DEPTH (thrown by parseJsonBody). */
+export class JsonTooDeep extends Error {
+  constructor(readonly max: number) {
+    super(`The JSON nests deeper than ${max} levels of objects and arrays`);
+  }
+}
+
+/**
+ * parseJson for JSON a request carries: refuses text nested deeper than `max` levels (JsonTooDeep) before anything is
+ * built from it, so nothing recursive ever walks such a value. Throws JSON.parse's SyntaxError for malformed text.
+ */
+export function parseJsonBody(text: string, max = MAX_BODY_DEPTH): unknown {
+  if (nestsDeeperThan(text, max)) throw new JsonTooDeep(max);
+  return parseJson(text);
+}
+
 interface Frame {
   /** The parsed container this part of the text built, or undefined when none matches (duplicate keys). */
   container: Record<string, unknown> | undefined;

@@ -8,6 +8,7 @@ import { countActive, JOBS_CHANNEL, lockOwner } from '../../jobs/queue.js';
 import { FhirError, outcome } from '../outcome.js';
 import type { RepoContext } from '../repository/context.js';
 import type { FhirResult } from '../result.js';
+import { parametersOf } from './parameters-body.js';
 
 export interface AsyncRequest {
   /** The `Prefer` header. */
@@ -30,19 +31,11 @@ export function assertRespondAsync(prefer: string | undefined): void {
   }
 }
 
-type ParameterValue = Record<string, unknown> & { name?: unknown };
-
 /** Query and Parameters-body parameters by name (values as strings; a comma list stays one value). */
 export function operationParams(req: AsyncRequest): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   for (const [k, v] of Object.entries(req.query)) out[k] = [v].flat();
-  const body = req.body as { resourceType?: unknown; parameter?: unknown } | undefined;
-  if (body === undefined || body === null) return out;
-  if (typeof body !== 'object' || body.resourceType !== 'Parameters') {
-    throw new FhirError('invalid', 'The request body must be a Parameters resource', 'job.body');
-  }
-  for (const p of Array.isArray(body.parameter) ? (body.parameter as ParameterValue[]) : []) {
-    if (typeof p?.name !== 'string') continue;
+  for (const p of parametersOf(req.body, 'job.body')) {
     const key = Object.keys(p).find((k) => k.startsWith('value'));
     const v = key ? p[key] : undefined;
     if (typeof v === 'string' || typeof v === 'boolean' || typeof v === 'number')

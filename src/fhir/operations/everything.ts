@@ -13,16 +13,18 @@ import { readVisibleRow } from '../repository/read.js';
 import { RawJson, type FhirResult } from '../result.js';
 import { patientCondition } from '../search/patient-reach.js';
 import { contentJson } from '../search/sql.js';
+import { operationParams } from './async-start.js';
 import type { OperationDefinition, OperationInput } from './operation.js';
 
 const DEFAULT_COUNT = 100;
 const MAX_COUNT = 1000;
 
 const bad = (text: string, code: string): FhirError => new FhirError('invalid', text, `everything.${code}`);
-const first = (v: string | string[] | undefined): string | undefined => [v].flat()[0];
+const first = (v: string[] | undefined): string | undefined => v?.[0];
 
 function params(i: OperationInput): { count: number; since?: string; types?: string[]; after: number } {
-  const q = i.request.query;
+  // From the query string and, by POST, a Parameters body (400 for a body of another shape).
+  const q = operationParams(i.request);
   const countText = first(q._count);
   if (countText !== undefined && !/^\d{1,6}$/.test(countText))
     throw bad(`Invalid _count: ${countText.slice(0, 32)}`, 'count');

@@ -10,6 +10,7 @@ import type { FhirResult } from '../result.js';
 import { tooDeepElement, MAX_RESOURCE_DEPTH } from '../validation/depth.js';
 import { validateResource } from '../validation/validate.js';
 import type { OperationDefinition, OperationEnv, OperationInput } from './operation.js';
+import { parametersOf } from './parameters-body.js';
 
 const MODES = ['create', 'update', 'delete'] as const;
 type Mode = (typeof MODES)[number];
@@ -48,10 +49,11 @@ function readInput(body: unknown, query: Record<string, string | string[]>): Val
   let profile = first(query.profile);
   const b = body as { resourceType?: unknown; parameter?: unknown } | undefined;
   if (b && typeof b === 'object' && b.resourceType === 'Parameters') {
-    for (const p of Array.isArray(b.parameter) ? (b.parameter as Parameter[]) : []) {
-      if (p?.name === 'resource') out.resource = p.resource;
-      else if (p?.name === 'mode' && typeof p.valueCode === 'string') mode = p.valueCode;
-      else if (p?.name === 'profile') {
+    // Its shape checked (a `resource` that is not a JSON object is a 400, as for every operation).
+    for (const p of parametersOf(b, 'validate.body') as Parameter[]) {
+      if (p.name === 'resource') out.resource = p.resource;
+      else if (p.name === 'mode' && typeof p.valueCode === 'string') mode = p.valueCode;
+      else if (p.name === 'profile') {
         const v = p.valueCanonical ?? p.valueUri;
         if (typeof v === 'string') profile = v;
       }

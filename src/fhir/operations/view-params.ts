@@ -10,8 +10,10 @@ import { readVisibleRow } from '../repository/read.js';
 import { assertRead, searchScope } from '../access.js';
 import { executeSearch } from '../search/execute.js';
 import { parseSearchRequest } from '../search/parse.js';
+import { assertDepth, MAX_RESOURCE_DEPTH } from '../validation/depth.js';
 import type { AsyncRequest } from './async-start.js';
 import { MAX_PATIENT_PARAMS } from './export-params.js';
+import { parametersOf, type ParameterJson } from './parameters-body.js';
 
 export type Json = Record<string, unknown>;
 
@@ -25,33 +27,24 @@ export interface Param {
   part?: Param[];
 }
 
-const valueOf = (p: Json): unknown => {
+const valueOf = (p: ParameterJson): unknown => {
   const key = Object.keys(p).find((k) => k.startsWith('value'));
   return key ? p[key] : undefined;
 };
 
-function toParam(p: Json): Param | undefined {
-  if (typeof p?.name !== 'string') return undefined;
+function toParam(p: ParameterJson): Param {
   const out: Param = { name: p.name, value: valueOf(p) };
-  if (p.resource && typeof p.resource === 'object') out.resource = p.resource as Json;
-  if (Array.isArray(p.part)) out.part = (p.part as Json[]).map(toParam).filter((x): x is Param => !!x);
+  if (p.resource) out.resource = p.resource;
+  if (p.part) out.part = p.part.map(toParam);
   return out;
 }
 
-/** Every parameter, from the query string and a Parameters body. */
+/** Every parameter, from the query string and a Parameters body (400 for a body of another shape). */
 export function viewParams(req: AsyncRequest): Param[] {
   const out: Param[] = [];
   for (const [name, v] of Object.entries(req.query))
     for (const value of [v].flat()) out.push({ name, value });
-  const body = req.body as Json | undefined;
-  if (body === undefined || body === null) return out;
-  if (typeof body !== 'object' || body.resourceType !== 'Parameters') {
-    throw bad('The request body must be a Parameters resource', 'body');
-  }
-  for (const p of Array.isArray(body.parameter) ? (body.parameter as Json[]) : []) {
-    const param = toParam(p);
-    if (param) out.push(param);
-  }
+  for (const p of parametersOf(req.body, 'views.body')) out.push(toParam(p));
   return out;
 }
 
@@ -87,6 +80,8 @@ export async function resolveView(db: Queryable, ctx: RepoContext, params: reado
     // A view without `resourceType` is taken as one (the specification's own test views are written so).
     if (!view || (view.resourceType !== undefined && view.resourceType !== 'ViewDefinition'))
       throw bad('viewResource must hold a ViewDefinition resource', 'view-resource');
+    // A view is a resource: it nests no deeper than one may be stored, before compileView walks it (issue 25).
+    assertDepth(view, MAX_RESOURCE_DEPTH, 'viewResource', 'views.too-deep');
     return view;
   }
   const text = referenceText(refs[0]?.value);

@@ -6,6 +6,7 @@ import { stringifyJson } from '../json/stringify.js';
 import type { RepoContext } from '../repository/context.js';
 import { FhirError } from '../outcome.js';
 import { RawText, type FhirResult } from '../result.js';
+import { assertDepth, MAX_RESOURCE_DEPTH } from '../validation/depth.js';
 import { batchSizer, viewRowBatches } from '../views/batches.js';
 import { csvHeader, csvRow, ndjsonLine, type Row, type ViewColumnInfo } from '../views/index.js';
 import type { OperationDefinition, OperationEnv, OperationInput } from './operation.js';
@@ -129,10 +130,20 @@ export async function runView(env: OperationEnv, i: OperationInput): Promise<Fhi
   const format = viewFormat(single(params, '_format'), i.request.accept, ['json', 'ndjson', 'csv'], 'ndjson');
   const header = booleanParam(single(params, 'header'), 'header', true);
   const limit = limitParam(single(params, '_limit'), VIEW_RUN_MAX_ROWS);
+  // On a stored view (`ViewDefinition/<id>/$viewdefinition-run`) the URL names the view: another one is refused
+  // rather than ignored.
+  if (i.id && named(params, 'viewResource').length + named(params, 'viewReference').length > 0)
+    throw new FhirError(
+      'invalid',
+      'The view is the ViewDefinition of the URL: give neither viewResource nor viewReference',
+      'views.view-choice',
+    );
   const view = i.id ? await readStoredView(env.db, i.ctx, i.id) : await resolveView(env.db, i.ctx, params);
   const inline = named(params, 'resource').map((p) => {
     if (!p.resource)
       throw new FhirError('invalid', 'A resource parameter must hold a resource', 'views.resource');
+    // Held to the depth of a stored resource, as the view is (view-params.ts).
+    assertDepth(p.resource, MAX_RESOURCE_DEPTH, 'resource', 'views.too-deep');
     return p.resource;
   });
   return env.csv.slots.run(async () => {

@@ -19,7 +19,6 @@ import { storeBinaryContent } from './binary-content.js';
 import type { RepoContext } from './context.js';
 import { commitCreates, createdResult, createResource } from './create.js';
 import { storageErrorToFhir } from './storage-errors.js';
-import { writeNarrowed } from './reach.js';
 import { insertResources } from './store.js';
 import { checkWriteRules } from './write-rules.js';
 import { prepareWrite, type PreparedWrite } from './prepare.js';
@@ -65,10 +64,9 @@ export async function processBatch(
     }
   }
   try {
-    // Without secrets (or a patient's compartment to check) the whole group is one statement, atomic on its own.
+    // Without secrets the whole group is one statement, atomic on its own.
     const prepared = group.map((g) => g.p);
-    const narrowed = prepared.some((p) => writeNarrowed(ctx, p.resource.resourceType, 'create'));
-    if (narrowed || prepared.some((p) => p.secrets.length))
+    if (prepared.some((p) => p.secrets.length))
       await db.transaction((tx) => commitCreates(tx, ctx, prepared));
     else {
       await checkWriteRules(db, ctx, prepared);

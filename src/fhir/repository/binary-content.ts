@@ -4,7 +4,8 @@
 // the key is derived from the row: there is no stored pointer for a client to see or forge.
 import { Readable } from 'node:stream';
 import type { FileStore } from '../../storage/files.js';
-import { assertSecurityContextRead } from '../access.js';
+import { assertSecurityContextRead, securityContextTarget } from '../access.js';
+import { FhirError } from '../outcome.js';
 import { RawBytes, RawJson } from '../result.js';
 import type { Resource } from '../types.js';
 import type { RepoContext } from './context.js';
@@ -23,6 +24,26 @@ export function extractBinaryData(resource: Resource): { resource: Resource; con
   const { data, url: _url, ...rest } = resource;
   const content = typeof data === 'string' ? Buffer.from(data, 'base64') : Buffer.alloc(0);
   return { resource: { ...rest, url: `Binary/${resource.id as string}` }, content };
+}
+
+/**
+ * A Binary about to be stored keeps a securityContext only when it resolves to a resource, `Type/id` (access.ts
+ * securityContextTarget; an absolute URL of this server is stored as its `Type/id`): reads check access to that
+ * type, so anything the check could not resolve would be a way round it. Every writer goes through prepareWrite.
+ */
+export function assertSecurityContextForm(resource: Resource, fhirBase: string): void {
+  const context = resource.securityContext;
+  if (context === undefined) return;
+  const target = securityContextTarget(context, fhirBase);
+  if (!target) {
+    throw new FhirError(
+      'invalid',
+      'Binary.securityContext must be a reference <Type>/<id> to a resource of this server (a known resource type and a valid id, with no search, fragment, version or trailing slash)',
+      'binary.security-context-form',
+      { expression: ['Binary.securityContext'] },
+    );
+  }
+  resource.securityContext = { ...(context as object), reference: target.reference };
 }
 
 /**
@@ -47,7 +68,7 @@ async function bytesOf(stream: Readable | undefined): Promise<Buffer> {
 /** A Binary row's resource with its content as base64 `data` (rows written without a file store hold it inline). */
 export async function binaryWithData(ctx: RepoContext, row: StoredRow): Promise<Resource> {
   const resource = JSON.parse(row.json) as Resource;
-  assertSecurityContextRead(ctx.actor, resource.securityContext);
+  assertSecurityContextRead(ctx.actor, resource.securityContext, ctx.fhirBase);
   if (typeof resource.data === 'string' || !ctx.binaries) return resource;
   const bytes = await bytesOf(await ctx.binaries.read(binaryKey(row.id, row.version_id)));
   return bytes.length === 0 ? resource : { ...resource, data: bytes.toString('base64') };
@@ -64,7 +85,7 @@ const MEDIA_TYPE = /^[A-Za-z0-9!#$&^_.+-]+\/[A-Za-z0-9!#$&^_.+-]+(\s*;[\x20-\x7e
 /** The raw content of a Binary row, streamed from the file store, with the Binary's contentType. */
 export async function binaryBytes(ctx: RepoContext, row: StoredRow): Promise<RawBytes> {
   const resource = JSON.parse(row.json) as Resource;
-  assertSecurityContextRead(ctx.actor, resource.securityContext);
+  assertSecurityContextRead(ctx.actor, resource.securityContext, ctx.fhirBase);
   const type =
     typeof resource.contentType === 'string' && MEDIA_TYPE.test(resource.contentType)
       ? resource.contentType

@@ -9,7 +9,6 @@ import type { Resource } from '../types.js';
 import type { RepoContext } from './context.js';
 import { storeBinaryContent } from './binary-content.js';
 import { prepareWrite, type PreparedWrite } from './prepare.js';
-import { assertWriteReach, writeNarrowed } from './reach.js';
 import { chainedTypes } from './search.js';
 import { storeSecrets } from './secrets.js';
 import { insertResources } from './store.js';
@@ -26,12 +25,6 @@ export async function commitCreates(
   await storeBinaryContent(ctx, items);
   await insertResources(tx, items);
   for (const it of items) {
-    await assertWriteReach(
-      tx,
-      ctx,
-      { resource_type: it.resource.resourceType, id: it.resource.id as string },
-      'create',
-    );
     if (it.secrets.length)
       await storeSecrets(tx, it.resource.resourceType, it.resource.id as string, it.secrets);
   }
@@ -104,9 +97,8 @@ export async function createResource(
     if (hit) return { status: 200, body: new RawJson(hit.json), location: `${hit.resourceType}/${hit.id}` };
   }
   const prepared = prepareWrite(ctx, input, ctx.newId(), 1, ctx.clock());
-  // Without secrets (and a patient's compartment to check) a create is one statement, atomic on its own: no
-  // BEGIN/COMMIT round trips.
-  if (prepared.secrets.length === 0 && !writeNarrowed(ctx, input.resourceType, 'create')) {
+  // Without secrets a create is one statement, atomic on its own: no BEGIN/COMMIT round trips.
+  if (prepared.secrets.length === 0) {
     await checkWriteRules(db, ctx, [prepared]);
     await storeBinaryContent(ctx, [prepared]);
     await insertResources(db, [prepared]);

@@ -23,7 +23,7 @@ export async function deleteInTx(
       body: outcome('information', 'informational', `${resourceType}/${id} was already deleted`),
     };
   }
-  await assertWriteReach(tx, ctx, row, 'delete');
+  assertWriteReach(ctx, row.json, resourceType, 'delete');
   const versionId = row.version_id + 1;
   await writeVersion(tx, row.rid, resourceType, id, {
     resource: null,

@@ -8,6 +8,9 @@ import { RawJson, type FhirResult } from '../result.js';
 import { patientCondition } from '../search/patient-reach.js';
 import type { RepoContext } from './context.js';
 import { readVisibleRow } from './read.js';
+import { versionRowInReach } from './reach.js';
+import { visible } from './context.js';
+import { selectCurrent } from './store.js';
 
 interface HistoryRow {
   resource_type: string;
@@ -78,6 +81,24 @@ function systemHistoryTypes(ctx: RepoContext): string[] {
   );
 }
 
+/** The most versions of one resource judged for a token narrowed by patient/ scopes (its instance history). */
+const MAX_JUDGED = 10_000;
+
+/**
+ * The versions (newest first) in the reach of the caller's patient, each judged on its own content; a deletion is
+ * judged on the version it deleted when that is among `rows` (the rows of one resource), else kept: the search index
+ * already placed the resource in reach.
+ */
+function inReachVersions(ctx: RepoContext, rows: HistoryRow[]): HistoryRow[] {
+  return rows.filter((r, i) => {
+    if (!r.deleted) return versionRowInReach(ctx.scope.patient, r);
+    const before = rows[i + 1];
+    return before === undefined || before.id !== r.id || before.resource_type !== r.resource_type
+      ? true
+      : versionRowInReach(ctx.scope.patient, before);
+  });
+}
+
 /** Instance (`id`), type, or system (`resourceType` undefined) history. */
 export async function history(
   db: Queryable,
@@ -88,7 +109,8 @@ export async function history(
   selfUrl: string,
 ): Promise<FhirResult> {
   // SMART: instance history is a read (r), type history a search (s).
-  if (resourceType !== undefined) assertRead(ctx.actor, resourceType, id === undefined ? 'search' : 'read');
+  if (resourceType !== undefined)
+    assertRead(ctx.actor, resourceType, id === undefined ? 'search' : 'read', id);
   const count = intParam('_count', params._count, 20, 1000);
   const offset = intParam('_offset', params._offset, 0, Number.MAX_SAFE_INTEGER);
   const since = sinceParam(params._since);
@@ -97,8 +119,16 @@ export async function history(
   /** The conditions besides the type. */
   const where: string[] = [];
   const args: unknown[] = [types];
+  // A token narrowed by patient/ scopes sees the versions that were in its patient's compartment, each judged on its
+  // own content (a resource moved between patients); the search index, which holds the current versions, preselects
+  // a type's or the system's history.
+  const narrowed = patientCondition(ctx.scope, 'r', () => '', resourceType) !== undefined;
   if (id !== undefined && resourceType !== undefined) {
-    const row = await readVisibleRow(db, ctx, resourceType, id);
+    const row = narrowed
+      ? await selectCurrent(db, resourceType, id).then((r) =>
+          r && visible(ctx, r.project_id) ? r : undefined,
+        )
+      : await readVisibleRow(db, ctx, resourceType, id);
     if (!row) throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'history.not-found');
     // By rid (the history's key, kept for life): by id alone, the rows of every resource of the type are read.
     args.push(row.rid);
@@ -111,8 +141,11 @@ export async function history(
     args.push(since);
     where.push(`last_updated > $${args.length}`);
   }
-  // A token narrowed by patient/ scopes sees the history of the resources in its patient's compartment now.
-  const reach = patientCondition(ctx.scope, 'r', (v) => `$${args.push(v)}`, resourceType);
+  // An instance's versions are all read (up to MAX_JUDGED, newest first) and judged one by one.
+  const judgeAll = narrowed && id !== undefined;
+  const reach = judgeAll
+    ? undefined
+    : patientCondition(ctx.scope, 'r', (v) => `$${args.push(v)}`, resourceType);
   if (reach) where.push(`rid IN (SELECT r.rid FROM resources r WHERE ${reach})`);
   const all = [typeCond, ...where].join(' AND ');
   const totalParam = params._total;
@@ -128,7 +161,7 @@ export async function history(
   // Bundle.total is optional in a history.
   const countByDefault = totalParam === undefined && (id !== undefined || count === 0);
   let counted: number | undefined;
-  if (totalParam === 'accurate' || totalParam === 'estimate' || countByDefault) {
+  if (!judgeAll && (totalParam === 'accurate' || totalParam === 'estimate' || countByDefault)) {
     const r = await db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM resource_history WHERE ${all}`,
       args,
@@ -153,13 +186,24 @@ export async function history(
       )
       .join(' UNION ALL ');
   }
-  args.push(count + 1, offset);
-  const rows = await db.query<HistoryRow>(
+  args.push(judgeAll ? MAX_JUDGED : count + 1, judgeAll ? 0 : offset);
+  const fetched = await db.query<HistoryRow>(
     `SELECT resource_type, id, version_id, last_updated, deleted, json FROM (${source}) h ${order}
      LIMIT $${args.length - 1} OFFSET $${args.length}`,
     args,
   );
-  const page = rows.rows.slice(0, count);
+  let rows = fetched.rows;
+  if (narrowed) {
+    rows = inReachVersions(ctx, rows);
+    if (judgeAll) {
+      // None of its versions was ever the patient's: to this caller the resource does not exist.
+      if (rows.length === 0)
+        throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'history.not-found');
+      counted = rows.length;
+      rows = rows.slice(offset, offset + count + 1);
+    } else if (rows.length < fetched.rows.length) counted = undefined;
+  }
+  const page = rows.slice(0, count);
   const link = [{ relation: 'self', url: selfUrl }];
   const pageAt = (at: number | undefined): string => {
     const u = new URL(selfUrl);
@@ -172,14 +216,17 @@ export async function history(
     link.push({ relation: 'first', url: pageAt(undefined) });
     link.push({ relation: 'previous', url: pageAt(Math.max(0, offset - count)) });
   }
-  if (rows.rows.length > count) link.push({ relation: 'next', url: pageAt(offset + count) });
+  if (rows.length > count) link.push({ relation: 'next', url: pageAt(offset + count) });
   const text = bundleToJson(
     {
       type: 'history',
       ...(counted !== undefined
         ? { total: counted }
-        : totalParam === undefined && offset === 0 && rows.rows.length <= count
-          ? { total: rows.rows.length }
+        : totalParam === undefined &&
+            offset === 0 &&
+            rows.length <= count &&
+            rows.length === fetched.rows.length
+          ? { total: rows.length }
           : {}),
       link,
       entry: page.map((r) => entry(ctx, r, r.version_id === 1)),

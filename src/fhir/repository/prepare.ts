@@ -1,13 +1,14 @@
 // Shared steps before a version is written: access, validation, secrets, server-owned meta.
-import { assertWrite } from '../access.js';
+import { assertWrite, type WriteInteraction } from '../access.js';
 import { copyRawNumbers } from '../json/raw-numbers.js';
 import { FhirError } from '../outcome.js';
 import type { Resource } from '../types.js';
 import { assertDepth, MAX_RESOURCE_DEPTH } from '../validation/depth.js';
 import { assertValid } from '../validation/validate.js';
-import { extractBinaryData } from './binary-content.js';
+import { assertSecurityContextForm, extractBinaryData } from './binary-content.js';
 import type { RepoContext } from './context.js';
 import { extractSecrets, type ExtractedSecret } from './secrets.js';
+import { assertWriteReach } from './reach.js';
 import type { NewVersion } from './store.js';
 
 export interface PreparedWrite extends NewVersion {
@@ -111,7 +112,9 @@ function assertMembershipProject(resource: Resource, projectId: string): void {
 
 /**
  * Checks and stamps a resource about to become version `versionId` of `id`.
- * `existingProject` is given for updates: a resource never moves between projects.
+ * `existingProject` is given for updates: a resource never moves between projects. `interaction` is what the write
+ * does, for the token's scopes: a first version is a create (an update to a new id included), a later one an update
+ * unless the caller says otherwise (the next version of a deleted resource creates it again).
  */
 export function prepareWrite(
   ctx: RepoContext,
@@ -120,8 +123,9 @@ export function prepareWrite(
   versionId: number,
   now: Date,
   existingProject?: string,
+  interaction: WriteInteraction = versionId === 1 ? 'create' : 'update',
 ): PreparedWrite {
-  assertWrite(ctx.actor, input.resourceType);
+  assertWrite(ctx.actor, input.resourceType, interaction);
   assertId(id);
   const projectId = targetProject(ctx, input, id, existingProject);
   assertMembershipProject(input, projectId);
@@ -144,6 +148,8 @@ export function prepareWrite(
   };
   copyRawNumbers(clean, resource); // top-level decimals (e.g. ChargeItem.factorOverride) keep their text
   assertValid(resource);
+  assertWriteReach(ctx, resource, resource.resourceType, interaction);
+  if (resource.resourceType === 'Binary') assertSecurityContextForm(resource, ctx.fhirBase);
   if (resource.resourceType === 'Binary' && ctx.binaries) {
     const { resource: row, content } = extractBinaryData(resource);
     return { resource: row, projectId, versionId, lastUpdated: now, secrets, content };

@@ -3,9 +3,10 @@
 // in the Patient compartment of the patient in context (fhir/access.ts scopeReach).
 import type { Queryable } from '../../storage/db.js';
 import { patientWriteReach, type WriteInteraction } from '../access.js';
+import { parseJson } from '../json/parse.js';
 import { FhirError } from '../outcome.js';
-import { patientCondition } from '../search/patient-reach.js';
-import type { AccessScope } from '../types.js';
+import { patientCondition, versionInReach, whollyInCompartment } from '../search/patient-reach.js';
+import type { AccessScope, Resource } from '../types.js';
 import type { RepoContext } from './context.js';
 import type { StoredRow } from './store.js';
 
@@ -29,31 +30,38 @@ export async function inReach(
   return r.rows.length > 0;
 }
 
-/** Whether a write of this type by this caller is bounded by a patient's compartment (then run it in a transaction). */
-export function writeNarrowed(
-  ctx: RepoContext,
-  resourceType: string,
-  interaction: WriteInteraction,
+/**
+ * Whether a stored version (of a vread or a history) is in the reach of `patient`, judged on that version's own
+ * content: a resource moved between patients shows each patient only the versions that were in their compartment.
+ */
+export function versionRowInReach(
+  patient: AccessScope['patient'],
+  row: { resource_type: string; json: string | null },
 ): boolean {
-  return patientWriteReach(ctx.actor, resourceType, interaction) !== undefined;
+  if (!patient || patient.unlimited.includes(row.resource_type)) return true;
+  return row.json !== null && versionInReach(patient, parseJson(row.json) as Resource);
 }
 
 /**
- * 403 unless the resource, as the open transaction has it now, is in the compartment of the patient whose
- * `patient/` scopes permit this write: checked before an update or delete (what is changed) and after a create or
- * update (what was written), so a patient-scoped token neither changes nor makes another patient's data.
+ * 403 unless a version a write leaves, or one it changes, is wholly the business of the patient whose `patient/`
+ * scopes permit this write: in that patient's compartment, and naming no other patient through a compartment
+ * parameter. Called by prepareWrite on every version written (what a write makes) and by update, patch and delete
+ * on the current version (what a write changes), so a patient-scoped token neither changes nor makes another
+ * patient's data. Nothing to check when a `system/` or `user/` scope permits the write; a 403 when no scope does.
  */
-export async function assertWriteReach(
-  tx: Queryable,
+export function assertWriteReach(
   ctx: RepoContext,
-  row: Pick<StoredRow, 'resource_type' | 'id'>,
+  resource: Resource | string,
+  resourceType: string,
   interaction: WriteInteraction,
-): Promise<void> {
-  const patient = patientWriteReach(ctx.actor, row.resource_type, interaction);
-  if (patient === undefined || (await inReach(tx, { id: patient, unlimited: [] }, row))) return;
+): void {
+  const patient = patientWriteReach(ctx.actor, resourceType, interaction);
+  if (patient === undefined) return;
+  const version = typeof resource === 'string' ? (parseJson(resource) as Resource) : resource;
+  if (whollyInCompartment(patient, version)) return;
   throw new FhirError(
     'forbidden',
-    `Forbidden: ${row.resource_type}/${row.id} is not in the compartment of Patient/${patient}, which the token's patient scopes are limited to`,
+    `Forbidden: ${resourceType}/${String(version.id)} is not wholly in the compartment of Patient/${patient}, which the token's patient scopes are limited to: every Patient reference in its compartment parameters must be that patient`,
     'access.patient-compartment',
   );
 }

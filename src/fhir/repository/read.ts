@@ -5,7 +5,7 @@ import { FhirError } from '../outcome.js';
 import { RawJson, type FhirResult } from '../result.js';
 import { binaryBytes, binaryJson } from './binary-content.js';
 import { visible, type RepoContext } from './context.js';
-import { inReach } from './reach.js';
+import { inReach, versionRowInReach } from './reach.js';
 import { selectCurrent, selectVersion, type StoredRow } from './store.js';
 
 const notFound = (type: string, id: string): FhirError =>
@@ -30,7 +30,7 @@ export async function readLiveRow(
   resourceType: string,
   id: string,
 ): Promise<StoredRow> {
-  assertRead(ctx.actor, resourceType);
+  assertRead(ctx.actor, resourceType, 'read', id);
   const row = await readVisibleRow(db, ctx, resourceType, id);
   if (!row) throw notFound(resourceType, id);
   if (row.deleted) {
@@ -49,11 +49,13 @@ export async function readVersionRow(
   id: string,
   versionId: string,
 ): Promise<StoredRow> {
-  assertRead(ctx.actor, resourceType);
+  assertRead(ctx.actor, resourceType, 'read', id);
   const v = Number(versionId);
   if (!Number.isInteger(v) || v < 1) throw notFound(resourceType, `${id}/_history/${versionId}`);
   const row = await selectVersion(db, resourceType, id, v);
-  if (!row || !visible(ctx, row.project_id) || !(await inReach(db, ctx.scope.patient, row)))
+  // A version is judged on its own content (a resource moved between patients), a deletion on what it deleted.
+  const judged = row?.deleted && v > 1 ? await selectVersion(db, resourceType, id, v - 1) : row;
+  if (!row || !judged || !visible(ctx, row.project_id) || !versionRowInReach(ctx.scope.patient, judged))
     throw notFound(resourceType, `${id}/_history/${versionId}`);
   if (row.deleted || row.json === null) {
     throw new FhirError('deleted', `Deleted: ${resourceType}/${id}/_history/${versionId}`, 'rest.vread.gone');

@@ -84,7 +84,7 @@ export async function searchResources(
       });
     }
     for (const m of result.included) {
-      if (!canRead(ctx.actor, m.resourceType)) continue;
+      if (!canRead(ctx.actor, m.resourceType, 'read', m.id)) continue;
       entry.push({
         fullUrl: `${ctx.fhirBase}/${m.resourceType}/${m.id}`,
         resource: applySummary(m.json, req.summary),

@@ -11,7 +11,7 @@ import type { Resource } from '../types.js';
  * `null` forgets the stored one.
  */
 export type ExtractedSecret =
-  | { kind: 'client_secret' | 'password_hash'; hash: string }
+  | { kind: 'client_secret' | 'client_secret_set' | 'password_hash'; hash: string }
   | { kind: 'idp_client_secret'; secret: string | null };
 
 type HashedKind = Extract<ExtractedSecret, { hash: string }>['kind'];
@@ -112,6 +112,8 @@ export function extractSecrets(
       revealed = plain;
     }
     if (plain) secrets.push({ kind: 'client_secret', hash: sha256(plain) });
+    // A secret the writer chose makes the client confidential (src/auth/client-auth.ts); a generated one does not.
+    if (plain && !revealed) secrets.push({ kind: 'client_secret_set', hash: sha256(plain) });
     const idp = extractIdpSecret(rest, isCreate);
     clean = idp.resource;
     if (idp.secret) secrets.push(idp.secret);

@@ -45,12 +45,21 @@ export async function writeNextVersion(
   row: StoredRow,
   input: Resource,
 ): Promise<FhirResult> {
-  const prepared = prepareWrite(ctx, input, row.id, row.version_id + 1, ctx.clock(), row.project_id);
-  await assertWriteReach(tx, ctx, row, 'update');
+  // What the write changes must be the caller's to change, as what it leaves (prepareWrite) must be. A deleted
+  // resource's next version creates it again: a create, with nothing to change.
+  if (!row.deleted) assertWriteReach(ctx, row.json, row.resource_type, 'update');
+  const prepared = prepareWrite(
+    ctx,
+    input,
+    row.id,
+    row.version_id + 1,
+    ctx.clock(),
+    row.project_id,
+    row.deleted ? 'create' : 'update',
+  );
   await checkWriteRules(tx, ctx, [prepared]);
   await storeBinaryContent(ctx, [prepared]);
   await writeVersion(tx, row.rid, row.resource_type, row.id, prepared);
-  await assertWriteReach(tx, ctx, row, 'update');
   if (prepared.secrets.length) await storeSecrets(tx, row.resource_type, row.id, prepared.secrets);
   return { ...createdResult(prepared), status: 200 };
 }

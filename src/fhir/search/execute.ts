@@ -21,7 +21,10 @@ export interface SearchResult {
   included: SearchEntry[];
   /** The parameters of the previous page (none on the first). */
   previousCursor?: Record<string, string>;
-  /** Number of matches: always with `_total=accurate|estimate` and `_summary=count` (or `_count=0`); also when the first page holds every match. */
+  /**
+   * Number of matches: always with `_total=accurate|estimate` and `_summary=count` (or `_count=0`); also when a page
+   * reached without `_cursor` (the first, or an `_offset` page) is the last (counted when it lies past the last match).
+   */
   total?: number;
   /** Query parameters to add to the request for the next page; absent on the last page. */
   nextCursor?: Record<string, string>;
@@ -63,15 +66,22 @@ export async function executeSearch(
       if (first && (back ? more : req.cursor))
         result.previousCursor = { _cursor: cursorOf(req, first, true) };
     }
-    if (!more && !req.cursor && !wantTotal) result.total = (req.offset ?? 0) + page.length;
+    // The last page tells the total: its offset plus its rows. An empty page past the end does not (the matches
+    // may end anywhere before its offset): there they are counted.
+    if (!more && !req.cursor && !wantTotal) {
+      const pastEnd = page.length === 0 && (req.offset ?? 0) > 0;
+      result.total = pastEnd ? await count(db, req, scope) : (req.offset ?? 0) + page.length;
+    }
     if (page.length > 0) result.included = await includes(db, req, scope, page);
   }
-  if (wantTotal) {
-    const q = countSql(req, scope);
-    const r = await db.query<{ total: number }>(q.text, q.values);
-    result.total = Number(r.rows[0]?.total ?? 0);
-  }
+  if (wantTotal) result.total = await count(db, req, scope);
   return result;
+}
+
+async function count(db: Queryable, req: SearchRequest, scope: AccessScope): Promise<number> {
+  const q = countSql(req, scope);
+  const r = await db.query<{ total: number }>(q.text, q.values);
+  return Number(r.rows[0]?.total ?? 0);
 }
 
 /** The `_cursor` of a row: the page after it, or (`before`) the page before it. */

@@ -3,7 +3,9 @@
 // condition on a `resources` alias, for searches, includes, chains, history and reads alike.
 import { compartmentParams } from '../definitions/compartments.js';
 import { patientCompartment } from '../definitions/patient-compartment.js';
-import type { AccessScope } from '../types.js';
+import type { AccessScope, Resource } from '../types.js';
+import { extractValues } from './extract.js';
+import { getSearchParam } from './registry.js';
 
 type Bind = (v: unknown) => string;
 
@@ -63,4 +65,46 @@ export function patientCondition(
   ];
   if (p.unlimited.length) alts.unshift(`${a}.resource_type = ANY(${bind(p.unlimited)}::text[])`);
   return `(${alts.join(' OR ')})`;
+}
+
+/**
+ * The Patient references of one version of a resource through its Patient-compartment parameters, evaluated on its
+ * JSON as the index writer would index it: `Patient/<id>`, or `null` for a reference whose target the server cannot
+ * tell (no `Type/id` shape, no Patient-excluding type hint), which may name any patient.
+ */
+export function compartmentPatients(resource: Resource): (string | null)[] {
+  const out: (string | null)[] = [];
+  for (const code of compartmentParams('Patient', resource.resourceType)) {
+    const param = getSearchParam(resource.resourceType, code);
+    if (!param) continue;
+    for (const v of extractValues(resource, param)) {
+      if (v.t !== 'reference') continue;
+      if (v.targetType === 'Patient') out.push(v.targetId === null ? null : v.ref);
+      else if (v.targetType === null) out.push(null);
+    }
+  }
+  return out;
+}
+
+/**
+ * Whether one version of a resource is in the reach of `patient` (AccessScope.patient; always when undefined), judged
+ * on that version's own content: a vread or history entry of a resource that moved between patients follows the
+ * compartment each version was in, not the current one's (the search index holds only the current version).
+ */
+export function versionInReach(patient: AccessScope['patient'], resource: Resource): boolean {
+  if (!patient || patient.unlimited.includes(resource.resourceType)) return true;
+  if (resource.resourceType === 'Patient' && resource.id === patient.id) return true;
+  return compartmentPatients(resource).includes(`Patient/${patient.id}`);
+}
+
+/**
+ * Whether a write bounded by `patient/` scopes may leave (or change) this version: it is in the patient's compartment
+ * and every Patient its compartment parameters name is that patient — an Observation whose `performer` is the patient
+ * in context and whose `subject` is another patient would otherwise write into that other patient's record.
+ */
+export function whollyInCompartment(patientId: string, resource: Resource): boolean {
+  const refs = compartmentPatients(resource);
+  const own = `Patient/${patientId}`;
+  if (refs.some((r) => r !== own)) return false;
+  return refs.length > 0 || (resource.resourceType === 'Patient' && resource.id === patientId);
 }

@@ -297,6 +297,8 @@ function whereClause(req: SearchRequest, scope: AccessScope, b: Builder, skip?: 
   if (scope.projectId !== null) conds.push(`r.project_id = ${b.p(scope.projectId)}`);
   if (scope.author !== undefined)
     conds.push(`r.content->'meta'->'author'->>'reference' = ${b.p(scope.author)}`);
+  if (scope.membership !== undefined && req.resourceType === 'ProjectMembership')
+    conds.push(`r.id = ${b.p(scope.membership)}`);
   if (scope.memberProfiles) {
     conds.push(
       `EXISTS (SELECT 1 FROM resources mp WHERE mp.resource_type = 'ProjectMembership' AND NOT mp.deleted ` +
@@ -496,7 +498,14 @@ function drivingFilter(req: SearchRequest, scope: AccessScope): SearchFilter | u
   // Only as the search's one condition beyond its project: another filter, a compartment or a narrower scope
   // may match far fewer rows, and the order of this index would then make PostgreSQL walk its matches to find them.
   const f = req.filters.length === 1 ? req.filters[0] : undefined;
-  if (!f || req.compartment || scope.author !== undefined || scope.memberProfiles || scope.patient)
+  if (
+    !f ||
+    req.compartment ||
+    scope.author !== undefined ||
+    (scope.membership !== undefined && req.resourceType === 'ProjectMembership') ||
+    scope.memberProfiles ||
+    scope.patient
+  )
     return undefined;
   if (f.column || f.chain || f.has || f.missing !== undefined || f.values.length !== 1) return undefined;
   const v = f.values[0] as FilterValue;
@@ -576,11 +585,17 @@ export const INCLUDE_LIMIT = 1000;
 
 const optional = (cond: string | undefined): string[] => (cond ? [cond] : []);
 
-/** ` AND …` of the scope's project and patient on rows of alias `a` of any type (included resources). */
+/**
+ * ` AND …` of the scope's project, patient and membership on rows of alias `a` of any type (included resources): an
+ * included membership that is not the caller's own is not found, so an `:iterate` does not walk on from it either.
+ */
 function scopeConditions(scope: AccessScope, a: string, b: Builder): string {
   const conds = [
     ...(scope.projectId !== null ? [`${a}.project_id = ${b.p(scope.projectId)}`] : []),
     ...optional(patientCondition(scope, a, (v) => b.p(v))),
+    ...(scope.membership !== undefined
+      ? [`(${a}.resource_type <> 'ProjectMembership' OR ${a}.id = ${b.p(scope.membership)})`]
+      : []),
   ];
   return conds.map((c) => ` AND ${c}`).join('');
 }

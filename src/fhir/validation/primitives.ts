@@ -115,10 +115,18 @@ export function describeJson(v: unknown): string {
   return typeof v === 'object' ? 'an object' : `a JSON ${typeof v}`;
 }
 
+/**
+ * A JSON number beyond the range of a double (`1e309`) is parsed as ±Infinity: it is a number, only one too large
+ * for this server to hold, and is said to be so.
+ */
+const tooLarge = (v: unknown): boolean => typeof v === 'number' && !Number.isFinite(v);
+
 function integerCheck(min: number, label: string): PrimitiveCheck {
   return (v) => {
-    if (typeof v !== 'number' || !Number.isInteger(v))
-      return `Expected ${label} (a JSON integer), got ${describeJson(v)}`;
+    if (tooLarge(v)) return `Value is out of range for ${label} (${min} to ${INT_MAX})`;
+    if (typeof v === 'number' && !Number.isInteger(v))
+      return `Expected ${label} (a JSON integer), got a number with a fractional part: ${v}`;
+    if (typeof v !== 'number') return `Expected ${label} (a JSON integer), got ${describeJson(v)}`;
     if (v < min || v > INT_MAX) return `Value ${v} is out of range for ${label}`;
     return undefined;
   };
@@ -159,11 +167,13 @@ function buildChecks(): Map<string, PrimitiveCheck> {
         checks.set(type, integerCheck(0, 'unsignedInt'));
         break;
       case 'decimal':
-        checks.set(type, (v) =>
-          typeof v === 'number' && Number.isFinite(v)
+        checks.set(type, (v) => {
+          if (tooLarge(v))
+            return `Decimal value out of range: its magnitude exceeds ${Number.MAX_VALUE}, the largest this server accepts`;
+          return typeof v === 'number'
             ? undefined
-            : `Expected decimal (a JSON number), got ${describeJson(v)}`,
-        );
+            : `Expected decimal (a JSON number), got ${describeJson(v)}`;
+        });
         break;
       case 'base64Binary':
         checks.set(type, stringCheck(type, isBase64));

@@ -1,8 +1,9 @@
 // Request bodies Cinder accepts: FHIR/JSON (and JSON Patch) and form posts (OAuth, POST _search).
-// Anything else is 415; malformed JSON is 400; an empty body parses to undefined (e.g. `$cancel`).
+// Anything else is 415; malformed JSON, or JSON nested deeper than MAX_BODY_DEPTH, is 400; an empty body parses to undefined (e.g. `$cancel`).
 import type { FastifyInstance } from 'fastify';
-import { parseJson } from '../../fhir/json/parse.js';
+import { JsonTooDeep, parseJsonBody } from '../../fhir/json/parse.js';
 import { FhirError } from '../../fhir/outcome.js';
+import { MAX_RESOURCE_DEPTH } from '../../fhir/validation/depth.js';
 
 export type FormBody = Record<string, string | string[]>;
 
@@ -24,11 +25,18 @@ export function registerContentTypes(app: FastifyInstance): void {
       const text = body as string;
       if (text.trim() === '') return done(null, undefined);
       try {
-        // Numbers keep the text they were sent with (decimal precision, src/fhir/json/raw-numbers.ts).
-        done(null, parseJson(text));
+        // Numbers keep the text they were sent with (decimal precision, src/fhir/json/raw-numbers.ts). A body nested
+        // deeper than MAX_BODY_DEPTH is refused here, before any route, operation or worker walks it.
+        done(null, parseJsonBody(text));
       } catch (err) {
         done(
-          new FhirError('structure', `Malformed JSON: ${(err as Error).message}`, 'http.malformed-json'),
+          err instanceof JsonTooDeep
+            ? new FhirError(
+                'structure',
+                `The body nests deeper than ${err.max} levels of JSON objects and arrays (a resource may nest ${MAX_RESOURCE_DEPTH} levels)`,
+                'http.too-deep',
+              )
+            : new FhirError('structure', `Malformed JSON: ${(err as Error).message}`, 'http.malformed-json'),
           undefined,
         );
       }

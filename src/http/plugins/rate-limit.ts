@@ -4,6 +4,14 @@
 // - failed password logins and client authentications count against (client IP, email or client_id); once
 //   `failedLogins` is reached, that pair is refused, even with the right secret, until the window ends. A
 //   success clears the count. Successful requests therefore never lock out a well-behaved client.
+// - failed passwords also count against the account (the email), from every address, for a day (ACCOUNT_WINDOW_MS).
+//   Once the account has `failedLogins` failures, an address that has not signed in to it (within KNOWN_MS) must
+//   wait before each attempt for it: its first attempt opens a wait of 2^(failures − failedLogins) s, capped at
+//   MAX_DELAY_S, and answers 429; after the wait one password is checked; a failure makes that address wait again,
+//   the wait doubling with the account's failures. A waiting address's password is not checked, so an attacker
+//   rotating addresses gets one guess per address per wait. It cannot lock the real user out: an address that signed
+//   in to the account is never delayed, and a new address waits once, for the wait set when it first asked (at most
+//   MAX_DELAY_S) — failures from other addresses never lengthen it (waits are kept per (account, address)).
 // Refusals are 429 with Retry-After: an OAuth error on /oauth2/token, an OperationOutcome on /auth/login.
 import { createHash } from 'node:crypto';
 import rateLimit from '@fastify/rate-limit';
@@ -22,6 +30,21 @@ export interface LoginGuard {
   failed(request: FastifyRequest, identity: string): Promise<void>;
   /** Clears the failed attempts after a success. */
   succeeded(request: FastifyRequest, identity: string): Promise<void>;
+}
+
+/** How long an account's failures are counted (a fixed window from the first one). */
+const ACCOUNT_WINDOW_MS = 24 * 3600 * 1000;
+/** How long an address that signed in to an account is never delayed for it. */
+const KNOWN_MS = 30 * 24 * 3600 * 1000;
+/** The longest wait between two attempts of one address at an account under attack. */
+export const MAX_DELAY_S = 300;
+
+/** Identities counted per account as well: passwords (client secrets are generated, not guessable). */
+const isAccount = (identity: string): boolean => identity.startsWith('email:');
+
+/** The wait after the account's `failures`-th failure, `threshold` being the first that delays (seconds). */
+function delayAfter(failures: number, threshold: number): number {
+  return Math.min(MAX_DELAY_S, 2 ** Math.min(30, Math.max(0, failures - threshold)));
 }
 
 type Callback = (err: Error | null, result?: { current: number; ttl: number }) => void;
@@ -98,6 +121,58 @@ export async function registerLoginGuard(
   });
   const on = limits.failedLogins > 0;
 
+  // Per account (see the head of this file). Keys carry a hash of the identity, never the email itself.
+  const { counters } = deps;
+  const hashOf = (identity: string) => createHash('sha256').update(identity).digest('base64url');
+  const accountKeys = (request: FastifyRequest, identity: string) => {
+    const h = hashOf(identity);
+    return {
+      failures: `acct:${h}`,
+      /** Present while this address must wait (its TTL is the wait left). */
+      wait: `acct-wait:${h}:${request.ip}`,
+      /** This address has had its turn: after its wait, its next password is checked. */
+      turn: `acct-turn:${h}:${request.ip}`,
+      known: `acct-known:${h}:${request.ip}`,
+    };
+  };
+  const accountRefusal = (request: FastifyRequest, seconds: number) => {
+    request.log.warn({ ip: request.ip }, 'login delayed: failed attempts for this account');
+    return refusal(request, seconds, 'Too many failed attempts for this account');
+  };
+  /** Makes this address wait `seconds` from now (a fresh window: the counter's window is the wait). */
+  const startWait = async (key: string, seconds: number) => {
+    await counters.reset(key);
+    await counters.increment(key, seconds * 1000);
+  };
+  const accountCheck = async (request: FastifyRequest, identity: string) => {
+    const k = accountKeys(request, identity);
+    const failures = (await counters.peek(k.failures)).count;
+    if (failures < limits.failedLogins) return;
+    if ((await counters.peek(k.known)).count > 0) return;
+    const wait = await counters.peek(k.wait);
+    if (wait.count > 0 && wait.ttlMs > 0) throw accountRefusal(request, Math.ceil(wait.ttlMs / 1000));
+    if ((await counters.peek(k.turn)).count > 0) return;
+    // A new address: its first attempt opens its wait; no password is checked before the wait is over.
+    const seconds = delayAfter(failures, limits.failedLogins);
+    await startWait(k.wait, seconds);
+    await counters.increment(k.turn, ACCOUNT_WINDOW_MS);
+    throw accountRefusal(request, seconds);
+  };
+  const accountFailed = async (request: FastifyRequest, identity: string) => {
+    const k = accountKeys(request, identity);
+    const failures = (await counters.increment(k.failures, ACCOUNT_WINDOW_MS)).count;
+    if (failures < limits.failedLogins || (await counters.peek(k.known)).count > 0) return;
+    await startWait(k.wait, delayAfter(failures, limits.failedLogins));
+    await counters.increment(k.turn, ACCOUNT_WINDOW_MS);
+  };
+  const accountSucceeded = async (request: FastifyRequest, identity: string) => {
+    // The account's failures stay: a success (which an attacker cannot cause) must not give them new free guesses.
+    const k = accountKeys(request, identity);
+    await counters.reset(k.wait);
+    await counters.reset(k.known);
+    await counters.increment(k.known, KNOWN_MS);
+  };
+
   return {
     perIp,
     async check(request, identity) {
@@ -108,16 +183,19 @@ export async function registerLoginGuard(
         request.log.warn({ ip: request.ip }, 'login refused: too many failed attempts');
         throw refusal(request, r.ttlInSeconds, 'Too many failed attempts');
       }
+      if (isAccount(identity)) await accountCheck(request, identity);
     },
     async failed(request, identity) {
       if (!on) return;
       identities.set(request, identity);
       await failures(request);
+      if (isAccount(identity)) await accountFailed(request, identity);
     },
     async succeeded(request, identity) {
       if (!on) return;
       identities.set(request, identity);
       await deps.counters.reset(`rl:${keyOf(request)}`);
+      if (isAccount(identity)) await accountSucceeded(request, identity);
     },
   };
 }

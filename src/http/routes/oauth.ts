@@ -1,9 +1,11 @@
 // OAuth 2.0 / OpenID Connect endpoints (API.md §2): the token endpoint (RFC 6749 §3.2) and its grants (client
-// credentials by secret or by SMART Backend Services assertion, RFC 7523), the browser authorization endpoint
+// credentials by secret or by SMART Backend Services assertion, RFC 7523; codes and refresh tokens, which a
+// confidential client redeems only authenticated: client-auth.ts), the browser authorization endpoint
 // (oauth-authorize.ts) and the JSON password login that start the code flow, revocation (RFC 7009) and logout, userinfo, and the login's own /auth/me.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { authorizationCodeGrant } from '../../auth/authorization-code.js';
 import { assertionIssuer, clientAssertionGrant } from '../../auth/client-assertion.js';
+import { authenticateClient, type ClientIdentity } from '../../auth/client-auth.js';
 import { clientCredentialsGrant } from '../../auth/client-credentials.js';
 import { createClientKeySets, type ClientKeySets } from '../../auth/client-jwks.js';
 import type { AuthDeps } from '../../auth/deps.js';
@@ -79,32 +81,48 @@ export function oauthRoutes(
     });
   const guarded = { config: { public: true }, ...(guard ? { onRequest: guard.perIp } : {}) };
 
-  /** authorization_code: a public client sends client_id; a confidential one may authenticate (RFC 6749 §4.1.3). */
-  const codeGrant = async (request: FastifyRequest, body: FormBody) => {
+  /**
+   * The client of an authorization_code or refresh_token request (client-auth.ts): HTTP Basic, client_id +
+   * client_secret, or a client assertion, one method per request (RFC 6749 §2.3). A presented secret or assertion is
+   * checked (and counted by the login guard, as for client_credentials) before the grant runs.
+   */
+  const clientOf = async (request: FastifyRequest, body: FormBody): Promise<ClientIdentity> => {
     const basic = basicCredentials(request.headers.authorization);
     const postSecret = field(body, 'client_secret');
-    if (basic.secret !== undefined && postSecret !== undefined)
-      throw new OAuthError('invalid_request', 'Use one client authentication method');
-    const clientId = basic.id ?? field(body, 'client_id');
-    const clientSecret = basic.secret ?? postSecret;
-    const redirectUri = field(body, 'redirect_uri');
-    const identity = `client:${clientId ?? ''}`;
-    if (clientSecret !== undefined) await guard?.check(request, identity);
+    const assertion = field(body, 'client_assertion');
+    const assertionType = field(body, 'client_assertion_type');
+    const byAssertion = assertion !== undefined || assertionType !== undefined;
+    const methods = [basic.secret !== undefined, postSecret !== undefined, byAssertion].filter(
+      Boolean,
+    ).length;
+    if (methods > 1) throw new OAuthError('invalid_request', 'Use one client authentication method');
+    const postId = field(body, 'client_id');
+    if (basic.id !== undefined && postId !== undefined && basic.id !== postId)
+      throw new OAuthError('invalid_request', 'client_id differs from the HTTP Basic client');
+    const clientId = basic.id ?? postId;
+    const secret = basic.secret ?? postSecret;
+    const creds = {
+      ...(clientId !== undefined ? { clientId } : {}),
+      ...(secret !== undefined ? { secret } : {}),
+      ...(assertion !== undefined ? { assertion } : {}),
+      ...(assertionType !== undefined ? { assertionType } : {}),
+    };
+    if (methods === 0) return authenticateClient(deps, clientKeys, creds);
+    const identity = `client:${clientId ?? (byAssertion ? (assertionIssuer(assertion) ?? '') : '')}`;
+    await guard?.check(request, identity);
     try {
-      const answer = await authorizationCodeGrant(deps, signIdToken, {
-        code: field(body, 'code'),
-        codeVerifier: field(body, 'code_verifier'),
-        ...(clientId !== undefined ? { clientId } : {}),
-        ...(clientSecret !== undefined ? { clientSecret } : {}),
-        ...(redirectUri !== undefined ? { redirectUri } : {}),
-      });
-      if (clientSecret !== undefined) await guard?.succeeded(request, identity);
-      return answer;
+      const client = await authenticateClient(deps, clientKeys, creds, { log: request.log });
+      await guard?.succeeded(request, identity);
+      return client;
     } catch (err) {
       if (err instanceof OAuthError && err.error === 'invalid_client') await guard?.failed(request, identity);
       throw err;
     }
   };
+  const proven = (client: ClientIdentity) => ({
+    ...(client.clientId !== undefined ? { clientId: client.clientId } : {}),
+    ...(client.authenticated !== undefined ? { authenticatedClient: client.authenticated } : {}),
+  });
 
   app.post('/oauth2/token', guarded, async (request, reply) => {
     reply.header('cache-control', 'no-store');
@@ -150,12 +168,19 @@ export function oauthRoutes(
           throw err;
         }
       }
-      if (grant === 'authorization_code') return await codeGrant(request, body);
+      if (grant === 'authorization_code') {
+        const redirectUri = field(body, 'redirect_uri');
+        return await authorizationCodeGrant(deps, signIdToken, {
+          code: field(body, 'code'),
+          codeVerifier: field(body, 'code_verifier'),
+          ...proven(await clientOf(request, body)),
+          ...(redirectUri !== undefined ? { redirectUri } : {}),
+        });
+      }
       if (grant === 'refresh_token') {
-        const clientId = basicCredentials(request.headers.authorization).id ?? field(body, 'client_id');
         return await refreshTokenGrant(deps, signIdToken, {
           refreshToken: field(body, 'refresh_token'),
-          ...(clientId !== undefined ? { clientId } : {}),
+          ...proven(await clientOf(request, body)),
           scope: one(body, 'scope'),
         });
       }
@@ -172,8 +197,11 @@ export function oauthRoutes(
       }
       throw new OAuthError('unsupported_grant_type', `Unsupported grant_type: ${grant.slice(0, 80)}`);
     } catch (err) {
-      if (err instanceof OAuthError) return sendOAuthError(reply, err);
-      throw err;
+      if (!(err instanceof OAuthError)) throw err;
+      // RFC 6749 §5.2: a client that tried HTTP Basic is answered with the scheme it used.
+      if (err.error === 'invalid_client' && /^Basic\s/i.test(request.headers.authorization ?? ''))
+        reply.header('www-authenticate', 'Basic realm="oauth2/token", charset="UTF-8"');
+      return sendOAuthError(reply, err);
     }
   });
 
