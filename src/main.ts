@@ -242,6 +242,7 @@ async function main(): Promise<void> {
         log,
         fhirpath: csv.fhirpath,
       },
+      viewExportMaxCells: config.viewExportMaxCells,
     }),
     concurrency: config.jobConcurrency,
     leaseMs: config.jobLeaseSeconds * 1000,

@@ -102,6 +102,11 @@ export const configSchema = z
     jobPauseMs: z.coerce.number().int().min(0).max(60_000).default(0),
     /** Rows an export reads per query (and at most per chunk). */
     exportPageSize: z.coerce.number().int().min(1).max(100_000).default(2000),
+    /**
+     * Cells (rows × columns) one view of a `$viewdefinition-export` may write; beyond it the job fails with a
+     * too-costly OperationOutcome naming this limit (its rows file and Parquet file are bounded by it).
+     */
+    viewExportMaxCells: z.coerce.number().int().min(1).default(50_000_000),
     /** Resources per export file: a type's file is split (`Patient.ndjson`, `Patient.2.ndjson`, ...) at this many. */
     exportFileResources: z.coerce.number().int().min(1).default(100_000),
     /**
@@ -175,6 +180,7 @@ const ENV_KEYS: Record<string, string> = {
   JOB_PAUSE_MS: 'jobPauseMs',
   EXPORT_PAGE_SIZE: 'exportPageSize',
   EXPORT_FILE_RESOURCES: 'exportFileResources',
+  VIEW_EXPORT_MAX_CELLS: 'viewExportMaxCells',
   CORS_ORIGINS: 'corsOrigins',
   BINARY_MAX_BYTES: 'binaryMaxBytes',
 };

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { DbUnavailableError } from '../storage/db.js';
 import type { Signals } from '../storage/signals.js';
-import { outcome } from '../fhir/outcome.js';
+import { FhirError, outcome, type IssueCode } from '../fhir/outcome.js';
 import type { JobEnv, JobKind } from './kind.js';
 import { finalizeJob } from './async-job.js';
 import { checkpoint, claim, heartbeat, JOBS_CHANNEL, markCleaned, release, type JobRow } from './queue.js';
@@ -69,10 +69,11 @@ export function createJobRunner(opts: RunnerOptions): JobRunner {
     await markCleaned(env.db, job.id);
   }
 
-  async function fail(job: JobRow, message: string): Promise<void> {
+  /** Fails the job with an error OperationOutcome: the issue code of a FhirError (a limit: too-costly), else exception. */
+  async function fail(job: JobRow, message: string, code: IssueCode = 'exception'): Promise<void> {
     const output = {
       resourceType: 'Parameters',
-      parameter: [{ name: 'outcome', resource: outcome('error', 'exception', message) }],
+      parameter: [{ name: 'outcome', resource: outcome('error', code, message) }],
     };
     await finalizeJob(env.db, env, job.id, worker, 'failed', { error: message, output });
   }
@@ -124,7 +125,7 @@ export function createJobRunner(opts: RunnerOptions): JobRunner {
         return release(env.db, job.id, worker).catch(() => undefined);
       }
       opts.log?.error({ err, jobId: job.id }, 'job failed');
-      await fail(job, (err as Error).message);
+      await fail(job, (err as Error).message, err instanceof FhirError ? err.issueCode : 'exception');
       await kind.cancel(env, job).catch(() => undefined);
     } finally {
       clearInterval(beat);

@@ -83,6 +83,14 @@ export function dbFileStore(
       const bytes = typeof text === 'string' ? Buffer.from(text, 'utf8') : text;
       return insertChunks(db, 'data', key, await sizeOf(db, key), utf8Pieces(bytes, Math.max(4, chunkBytes)));
     },
+    async appendBytes(key, bytes) {
+      checked(key);
+      // Stored as `bytes` chunks (not `data` text: any byte sequence), cut anywhere; one writer per file, as above.
+      const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      const pieces: Buffer[] = [];
+      for (let at = 0; at < buf.length; at += chunkBytes) pieces.push(buf.subarray(at, at + chunkBytes));
+      return insertChunks(db, 'bytes', key, await sizeOf(db, key), pieces);
+    },
     async put(key, bytes) {
       checked(key);
       // Each version of a Binary has its own key and one writer; a put that failed half-way is replaced by the retry.

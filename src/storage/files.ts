@@ -8,6 +8,8 @@ import type { Readable } from 'node:stream';
 export interface FileStore {
   /** Appends text (or its UTF-8 bytes) to a file, creating it, and returns its new size in bytes. */
   append(key: string, text: string | Buffer): Promise<number>;
+  /** Appends bytes as they are, not text (a Parquet file written a row group at a time), and returns the new size. */
+  appendBytes(key: string, bytes: Uint8Array): Promise<number>;
   /** Writes a whole file of bytes (a Binary's content), replacing any file of that key. */
   put(key: string, bytes: Uint8Array): Promise<void>;
   /** Cuts a file back to `size` bytes (a resumed job drops what was written after its last checkpoint). */
@@ -68,6 +70,12 @@ export function localFileStore(root: string): FileStore {
       const file = resolve(key);
       await fs.promises.mkdir(path.dirname(file), { recursive: true });
       await fs.promises.appendFile(file, text);
+      return (await fs.promises.stat(file)).size;
+    },
+    async appendBytes(key, bytes) {
+      const file = resolve(key);
+      await fs.promises.mkdir(path.dirname(file), { recursive: true });
+      await fs.promises.appendFile(file, bytes);
       return (await fs.promises.stat(file)).size;
     },
     async put(key, bytes) {

@@ -23,15 +23,25 @@ const outcome = (res: LightMyRequestResponse) => {
 const deepViewText = (levels: number): string =>
   `{"resourceType":"ViewDefinition","resource":"Patient","select":${'[{"select":'.repeat(levels)}[]${'}]'.repeat(levels)}}`;
 
-/** A ViewDefinition exactly `depth` levels of JSON objects and arrays deep (the view itself is level 1). */
+/**
+ * A ViewDefinition exactly `depth` levels of JSON objects and arrays deep (the view itself is level 1). Its selects
+ * nest once (a view may nest them at most 10 deep); the depth comes from a chain of extensions on the view.
+ */
 function viewOfDepth(depth: number): Json {
-  // view > select[] > select > column[] > column: 5 levels; each select around it adds two, and an even depth ends in
-  // an empty `tag` list on the column.
+  // view > select[] > select > column[] > column: 5 levels; a shallower view ends in an empty `tag` list.
   const column: Json = { name: 'id', path: 'getResourceKey()' };
-  if (depth % 2 === 0) column.tag = [];
-  let select: Json = { column: [column] };
-  for (let level = 5; level + 2 <= depth; level += 2) select = { select: [select] };
-  return { resourceType: 'ViewDefinition', resource: 'Patient', select: [select] };
+  if (depth === 4) return { resourceType: 'ViewDefinition', resource: 'Patient', select: [{ column: [] }] };
+  const view: Json = { resourceType: 'ViewDefinition', resource: 'Patient', select: [{ column: [column] }] };
+  if (depth <= 5) return view;
+  // view > extension[] (2) > extension (3) > extension[] (4) > ...: each extension object at an odd level; an even
+  // depth ends in a CodeableConcept value one level below the last extension.
+  const last = depth % 2 === 1 ? depth : depth - 1;
+  let ext: Json =
+    depth % 2 === 1
+      ? { url: 'http://x', valueString: 'x' }
+      : { url: 'http://x', valueCodeableConcept: { text: 'x' } };
+  for (let level = last; level > 3; level -= 2) ext = { url: 'http://x', extension: [ext] };
+  return { ...view, extension: [ext] };
 }
 
 describe.each(testDatabases())('deep operation parameters on $name', (database) => {

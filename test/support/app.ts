@@ -115,6 +115,7 @@ export async function startTestApp(
           ...(exportPageSize ? { pageSize: exportPageSize, pagesPerStep: 1 } : {}),
           fileResources: config.exportFileResources,
         },
+        viewExportMaxCells: config.viewExportMaxCells,
       }),
       concurrency: config.jobConcurrency,
       pollMs: 200,

@@ -7,7 +7,8 @@ import type { RepoContext } from '../repository/context.js';
 import { FhirError } from '../outcome.js';
 import { RawText, type FhirResult } from '../result.js';
 import { assertDepth, MAX_RESOURCE_DEPTH } from '../validation/depth.js';
-import { rowsToCsv, rowsToJson, rowsToNdjson, type Row } from '../views/index.js';
+import { batchSizer, viewRowBatches } from '../views/batches.js';
+import { csvHeader, csvRow, ndjsonLine, type Row, type ViewColumnInfo } from '../views/index.js';
 import type { OperationDefinition, OperationEnv, OperationInput } from './operation.js';
 import {
   booleanParam,
@@ -25,8 +26,19 @@ import { storedPages, viewData } from './view-source.js';
 
 /** Rows one call may answer (API.md §7: the default and the maximum of `_limit`). */
 export const VIEW_RUN_MAX_ROWS = 10_000;
-/** Resources sent to the worker pool at once. */
+/** Resources read from the database at once (the worker pool gets them in smaller batches: views/batches.ts). */
 const BATCH = 500;
+/**
+ * Bytes one answer may hold (issue 25 point 7): 10,000 rows of a `collection` column over large resources would
+ * otherwise build a string of gigabytes. Rows beyond it are left out, as beyond `_limit` (`X-Truncated: true`).
+ */
+export const VIEW_RUN_MAX_BYTES = 32 * 1024 * 1024;
+/**
+ * Milliseconds a run may spend reading and evaluating stored data before it stops with 422 too-costly (a view whose
+ * `where` drops nearly every resource of a large project would otherwise scan it all while the caller waits); the
+ * export has no such limit.
+ */
+export const VIEW_RUN_MAX_MS = 15_000;
 
 const CONTENT_TYPES = {
   json: 'application/json; charset=utf-8',
@@ -34,20 +46,66 @@ const CONTENT_TYPES = {
   csv: 'text/csv; charset=utf-8',
 } as const;
 
-/** Collects rows from batches of resource texts until more than `limit` are found. */
+/** The answer's text, row by row, within `limit` rows and VIEW_RUN_MAX_BYTES. */
+class Answer {
+  private readonly parts: string[] = [];
+  private bytes = 0;
+  rows = 0;
+  truncated = false;
+  constructor(
+    private readonly format: 'json' | 'ndjson' | 'csv',
+    private readonly columns: ViewColumnInfo[],
+    private readonly limit: number,
+    header: boolean,
+  ) {
+    if (format === 'csv' && header) this.push(csvHeader(columns));
+  }
+  private push(text: string): void {
+    this.parts.push(text);
+    this.bytes += Buffer.byteLength(text);
+  }
+  /** Adds rows; false once the answer is full (rows were left out). */
+  add(rows: readonly Row[]): boolean {
+    for (const row of rows) {
+      if (this.rows >= this.limit) return !(this.truncated = true);
+      const text =
+        this.format === 'csv'
+          ? csvRow(this.columns, row)
+          : this.format === 'json'
+            ? (this.rows > 0 ? ',' : '') + ndjsonLine(this.columns, row).slice(0, -1)
+            : ndjsonLine(this.columns, row);
+      if (this.bytes + Buffer.byteLength(text) > VIEW_RUN_MAX_BYTES) return !(this.truncated = true);
+      this.push(text);
+      this.rows++;
+    }
+    return true;
+  }
+  text(): string {
+    return this.format === 'json' ? `[${this.parts.join('')}]` : this.parts.join('');
+  }
+}
+
+/** Writes rows from batches of resource texts into the answer until it is full or the time is up. */
 async function collect(
   env: OperationEnv,
   view: Json,
   batches: AsyncIterable<string[]> | Iterable<string[]>,
-  limit: number,
-): Promise<{ rows: Row[]; truncated: boolean }> {
-  const rows: Row[] = [];
+  answer: Answer,
+): Promise<void> {
+  const until = Date.now() + VIEW_RUN_MAX_MS;
+  const sizer = batchSizer(BATCH);
   for await (const jsons of batches) {
-    if (jsons.length === 0) continue;
-    rows.push(...(await env.csv.fhirpath.viewRows(view, jsons)));
-    if (rows.length > limit) return { rows: rows.slice(0, limit), truncated: true };
+    for await (const rows of viewRowBatches(env.csv.fhirpath, view, jsons, sizer)) {
+      if (!answer.add(rows)) return;
+      if (Date.now() > until)
+        throw new FhirError(
+          'too-costly',
+          `The view ran longer than ${VIEW_RUN_MAX_MS} ms over the stored data; narrow it (patient, group, _since, where) or use $viewdefinition-export`,
+          'views.run-too-long',
+          { status: 422 },
+        );
+    }
   }
-  return { rows, truncated: false };
 }
 
 function* inlineBatches(resources: Json[]): Iterable<string[]> {
@@ -92,22 +150,17 @@ export async function runView(env: OperationEnv, i: OperationInput): Promise<Fhi
     // Every check of the view (422 for one that cannot be processed) before any data is read.
     const columns = await env.csv.fhirpath.checkView(view);
     const type = String(view.resource);
-    const { rows, truncated } = await collect(
+    const answer = new Answer(format, columns, limit, header);
+    await collect(
       env,
       view,
       inline.length > 0 ? inlineBatches(inline) : storedBatches(env, i.ctx, type, params),
-      limit,
+      answer,
     );
-    const text =
-      format === 'csv'
-        ? rowsToCsv(columns, rows, { header })
-        : format === 'json'
-          ? rowsToJson(columns, rows)
-          : rowsToNdjson(columns, rows);
     return {
       status: 200,
-      body: new RawText(text, CONTENT_TYPES[format]),
-      ...(truncated ? { headers: { 'x-truncated': 'true' } } : {}),
+      body: new RawText(answer.text(), CONTENT_TYPES[format]),
+      ...(answer.truncated ? { headers: { 'x-truncated': 'true' } } : {}),
     };
   });
 }

@@ -15,7 +15,7 @@ import {
   type ExpressionContext,
 } from './expressions.js';
 import { viewFunctions, type NumberText } from './functions.js';
-import { readViewDefinition, viewError, type ViewSelect } from './view-definition.js';
+import { readViewDefinition, viewError, viewTooCostly, type ViewSelect } from './view-definition.js';
 
 /** One output row: column name → JSON value (null when empty; an array for `collection: true`). */
 export type Row = Record<string, unknown>;
@@ -39,6 +39,23 @@ export interface CompileOptions {
 }
 
 const MAX_REPEAT_DEPTH = 200;
+
+/**
+ * Rows one resource may give (issue 25 point 7). Sibling selects multiply their rows (nine `forEach: 'name'` over
+ * a Patient of two names give 512 rows, of four given names 262,144), so the product is checked before it is built:
+ * a view past it fails in milliseconds with 422 too-costly naming the limit, instead of filling the worker's heap
+ * or the answer.
+ */
+export const MAX_ROWS_PER_RESOURCE = 10_000;
+
+function tooManyRows(element: string): never {
+  throw viewTooCostly(
+    `The ViewDefinition is too costly: it gives more than ${MAX_ROWS_PER_RESOURCE} rows for one resource (${element}); ` +
+      'narrow its forEach, select and unionAll',
+    'views.too-many-rows',
+    element,
+  );
+}
 
 interface Column {
   name: string;
@@ -118,10 +135,14 @@ function run(path: Evaluator, focus: unknown, env: Env, element: string): unknow
   }
 }
 
-/** Every row of the Cartesian product of the parts, each row the union of one partial row from each part. */
-function cartesian(parts: Row[][]): Row[] {
+/**
+ * Every row of the Cartesian product of the parts, each row the union of one partial row from each part; at most
+ * MAX_ROWS_PER_RESOURCE, checked before each product is built.
+ */
+function cartesian(parts: Row[][], element: string): Row[] {
   let rows: Row[] = [{}];
   for (const part of parts) {
+    if (rows.length * part.length > MAX_ROWS_PER_RESOURCE) tooManyRows(element);
     const next: Row[] = [];
     for (const r of rows) for (const p of part) next.push({ ...r, ...p });
     rows = next;
@@ -183,8 +204,14 @@ function fociOf(sel: Select, node: unknown, env: Env): unknown[] | undefined {
   return out;
 }
 
+/** Appends `more` to `rows` (no spread: a spread of 100,000 values overflows the stack), within the limit. */
+function append(rows: Row[], more: readonly Row[], element: string): void {
+  if (rows.length + more.length > MAX_ROWS_PER_RESOURCE) tooManyRows(element);
+  for (const r of more) rows.push(r);
+}
+
 /** Process(S, N): the rows of a select on one node. */
-function processSelect(sel: Select, node: unknown, env: Env): Row[] {
+function processSelect(sel: Select, node: unknown, env: Env, element: string): Row[] {
   const foci = fociOf(sel, node, env);
   const rows: Row[] = [];
   (foci ?? [node]).forEach((focus, i) => {
@@ -193,9 +220,15 @@ function processSelect(sel: Select, node: unknown, env: Env): Row[] {
     const own: Row = {};
     for (const col of sel.columns) own[col.name] = cell(col, focus, e);
     const parts: Row[][] = [[own]];
-    for (const child of sel.selects) parts.push(processSelect(child, focus, e));
-    if (sel.unionAll.length > 0) parts.push(sel.unionAll.flatMap((u) => processSelect(u, focus, e)));
-    rows.push(...cartesian(parts));
+    sel.selects.forEach((child, j) => parts.push(processSelect(child, focus, e, `${element}.select[${j}]`)));
+    if (sel.unionAll.length > 0) {
+      const union: Row[] = [];
+      sel.unionAll.forEach((u, j) =>
+        append(union, processSelect(u, focus, e, `${element}.unionAll[${j}]`), element),
+      );
+      parts.push(union);
+    }
+    append(rows, cartesian(parts, element), element);
   });
   if (foci?.length === 0 && sel.iterate?.kind === 'forEachOrNull') {
     const empty: Row = {};
@@ -244,7 +277,10 @@ export function compileView(input: unknown, opts: CompileOptions = {}): Compiled
       if (r === null || typeof r !== 'object' || r.resourceType !== view.resource) return [];
       const env: Env = { rowIndex: 0, resource, rootResource: resource };
       if (!passes(where, resource, env)) return [];
-      const rows = cartesian(selects.map((s) => processSelect(s, resource, env)));
+      const rows = cartesian(
+        selects.map((s, i) => processSelect(s, resource, env, `ViewDefinition.select[${i}]`)),
+        'ViewDefinition.select',
+      );
       // Rows keep the column order whatever order the parts were merged in.
       return rows.map((row) => settleDecimals(Object.fromEntries(names.map((n) => [n, row[n] ?? null]))));
     },

@@ -45,6 +45,25 @@ export function viewError(message: string, code: string, element?: string): Fhir
   });
 }
 
+/**
+ * A view too costly to run (issue 25 point 7): 422 too-costly naming the limit, never a 500 or a stall. `code` is
+ * unique to the throw site.
+ */
+export function viewTooCostly(message: string, code: string, element?: string): FhirError {
+  return new FhirError('too-costly', message, code, {
+    status: 422,
+    ...(element ? { expression: [element] } : {}),
+  });
+}
+
+/**
+ * Select and unionAll entries one view may hold, and how deep they may nest. Each entry is a factor of the rows a
+ * resource gives (siblings multiply, unionAll branches add), so a view's cost is bounded at validation; real views
+ * hold a handful (the specification's examples at most a dozen).
+ */
+export const MAX_VIEW_SELECTS = 100;
+export const MAX_VIEW_NESTING = 10;
+
 type Json = Record<string, unknown>;
 
 const SQL_NAME = /^[A-Za-z][A-Za-z0-9_]*$/;
@@ -147,16 +166,34 @@ function readColumn(v: unknown, element: string): ViewColumn {
   return col;
 }
 
-function readSelect(v: unknown, element: string): ViewSelect {
+/** Counts the select and unionAll entries read so far (MAX_VIEW_SELECTS). */
+interface Budget {
+  selects: number;
+}
+
+function readSelect(v: unknown, element: string, budget: Budget, depth: number): ViewSelect {
+  if (++budget.selects > MAX_VIEW_SELECTS)
+    throw viewTooCostly(
+      `The ViewDefinition is too costly: it may hold at most ${MAX_VIEW_SELECTS} select and unionAll entries in all`,
+      'views.too-many-selects',
+      element,
+    );
+  if (depth > MAX_VIEW_NESTING)
+    throw viewTooCostly(
+      `The ViewDefinition is too costly: its selects may not be nested deeper than ${MAX_VIEW_NESTING} levels`,
+      'views.too-deep',
+      element,
+    );
   const o = objectAt(v, element);
   onlyKeys(o, SELECT_KEYS, element);
   const sel: ViewSelect = {};
   const column = arrayAt(o, 'column', element);
   if (column) sel.column = column.map((c, i) => readColumn(c, `${element}.column[${i}]`));
   const select = arrayAt(o, 'select', element);
-  if (select) sel.select = select.map((s, i) => readSelect(s, `${element}.select[${i}]`));
+  if (select) sel.select = select.map((s, i) => readSelect(s, `${element}.select[${i}]`, budget, depth + 1));
   const unionAll = arrayAt(o, 'unionAll', element);
-  if (unionAll) sel.unionAll = unionAll.map((s, i) => readSelect(s, `${element}.unionAll[${i}]`));
+  if (unionAll)
+    sel.unionAll = unionAll.map((s, i) => readSelect(s, `${element}.unionAll[${i}]`, budget, depth + 1));
   const forEach = stringAt(o, 'forEach', element, false);
   const forEachOrNull = stringAt(o, 'forEachOrNull', element, false);
   const repeat = arrayAt(o, 'repeat', element);
@@ -224,8 +261,9 @@ export function readViewDefinition(input: unknown): ViewDefinition {
     if (seen.has(c.name)) throw invalid(`ViewDefinition.constant[${i}].name`, `"${c.name}" is defined twice`);
     seen.add(c.name);
   });
+  const budget: Budget = { selects: 0 };
   const select = (arrayAt(o, 'select', 'ViewDefinition', true) as unknown[]).map((s, i) =>
-    readSelect(s, `ViewDefinition.select[${i}]`),
+    readSelect(s, `ViewDefinition.select[${i}]`, budget, 1),
   );
   const where = (arrayAt(o, 'where', 'ViewDefinition') ?? []).map((w, i) =>
     readWhere(w, `ViewDefinition.where[${i}]`),

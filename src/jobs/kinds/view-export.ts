@@ -1,11 +1,17 @@
 // The `view-export` job ($viewdefinition-export, API.md §7; https://sql-on-fhir.org/ig/operations.html): each view
 // run over the caller's stored data of its resource type, page by page in rid order, into one file per view
 // (`<name>.ndjson`, `.csv` or `.parquet`), checkpointed after every step so a crash resumes and `$cancel` stops it
-// between steps. Parquet is written whole at the end of a view, from its rows kept meanwhile as NDJSON beside it
-// (so a view's Parquet file is built in memory: its rows once, then its columns).
+// between steps. A view's Parquet file is written at the end of the view from its rows kept meanwhile as NDJSON
+// beside it (the checkpointed form a resumed job truncates), read back as a stream and written one row group at a
+// time, yielding the event loop between groups (issue 25 point 7: a million rows never sit in memory at once).
+// The rows of a page are computed in the FHIRPath worker pool in batches of bounded size (views/batches.ts), and a
+// view may write at most `maxCells` cells (config viewExportMaxCells): beyond it the job fails, too-costly, naming it.
+import { createInterface } from 'node:readline';
 import { createFhirpathPool, type FhirpathPool } from '../../fhir/csv/fhirpath-pool.js';
+import { FhirError } from '../../fhir/outcome.js';
+import { batchSizer, viewRowBatches } from '../../fhir/views/batches.js';
 import { csvHeader, csvRow, ndjsonLine, type Row, type ViewColumnInfo } from '../../fhir/views/index.js';
-import { rowsToParquet } from '../../fhir/views/parquet.js';
+import { writeParquet } from '../../fhir/views/parquet.js';
 import type { Resource } from '../../fhir/types.js';
 import { storedPage, type ViewData } from '../../fhir/operations/view-source.js';
 import type { JobKind, JobEnv, StepResult } from '../kind.js';
@@ -42,7 +48,15 @@ export interface ViewExportKindOptions {
   pagesPerStep?: number;
   /** The FHIRPath worker pool (main shares the app's); default: one of the kind's own, 10 s limit. */
   fhirpath?: FhirpathPool;
+  /** Cells (rows × columns) one view may write (config viewExportMaxCells). */
+  maxCells?: number;
 }
+
+/** Rows of one Parquet row group, and the NDJSON text they may take (whichever comes first). */
+const GROUP_ROWS = 10_000;
+const GROUP_TEXT = 4 * 1024 * 1024;
+/** The default of config viewExportMaxCells. */
+export const VIEW_EXPORT_MAX_CELLS = 50_000_000;
 
 const paramsOf = (job: JobRow): ViewExportParams => job.params as unknown as ViewExportParams;
 /** The file a view's rows are written to while it runs: the output itself, or the rows of a Parquet file. */
@@ -50,19 +64,28 @@ const workFile = (p: ViewExportParams, f: ViewFile): string =>
   p.format === 'parquet' ? `${f.name}.rows.ndjson` : `${f.name}.${p.format}`;
 const outputName = (p: ViewExportParams, name: string): string => `${name}.${p.format}`;
 
-function text(p: ViewExportParams, columns: ViewColumnInfo[], rows: Row[], first: boolean): string {
-  if (p.format === 'csv')
-    return (first && p.header ? csvHeader(columns) : '') + rows.map((r) => csvRow(columns, r)).join('');
+function text(p: ViewExportParams, columns: ViewColumnInfo[], rows: Row[]): string {
+  if (p.format === 'csv') return rows.map((r) => csvRow(columns, r)).join('');
   return rows.map((r) => ndjsonLine(columns, r)).join('');
 }
 
-/** Reads a whole stored text file (the rows of a Parquet file). */
-async function readText(env: JobEnv, key: string): Promise<string> {
+/** The rows of a stored NDJSON rows file, in groups of at most GROUP_ROWS rows or about GROUP_TEXT of text. */
+async function* rowGroups(env: JobEnv, key: string): AsyncGenerator<Row[]> {
   const stream = await env.files.read(key);
-  if (!stream) return '';
-  const chunks: Buffer[] = [];
-  for await (const c of stream) chunks.push(Buffer.from(c as Buffer));
-  return Buffer.concat(chunks).toString('utf8');
+  if (!stream) return;
+  let group: Row[] = [];
+  let text = 0;
+  for await (const line of createInterface({ input: stream, crlfDelay: Infinity })) {
+    if (line === '') continue;
+    group.push(JSON.parse(line) as Row);
+    text += line.length;
+    if (group.length >= GROUP_ROWS || text >= GROUP_TEXT) {
+      yield group;
+      group = [];
+      text = 0;
+    }
+  }
+  if (group.length > 0) yield group;
 }
 
 function output(env: JobEnv, job: JobRow, p: ViewExportParams, s: ViewExportState): Resource {
@@ -82,6 +105,7 @@ export function viewExportKind(opts: ViewExportKindOptions = {}): JobKind<ViewEx
   const pageSize = opts.pageSize ?? 1000;
   const stepMs = opts.stepMs ?? 250;
   const pagesPerStep = opts.pagesPerStep ?? 10;
+  const maxCells = opts.maxCells ?? VIEW_EXPORT_MAX_CELLS;
   let ownPool: FhirpathPool | undefined;
   const fhirpath = (): FhirpathPool =>
     opts.fhirpath ?? (ownPool ??= createFhirpathPool({ timeoutMs: 10_000 }));
@@ -95,10 +119,13 @@ export function viewExportKind(opts: ViewExportKindOptions = {}): JobKind<ViewEx
     columns: ViewColumnInfo[],
   ) {
     const rowsKey = exportFileKey(job.id, workFile(p, f));
-    const lines = (await readText(env, rowsKey)).split('\n').filter((l) => l !== '');
-    const rows = lines.map((l) => JSON.parse(l) as Row);
-    // The rows file stays (unlisted, deleted with the job's files): a resumed step may need it again.
-    await env.files.put(exportFileKey(job.id, outputName(p, f.name)), rowsToParquet(columns, rows));
+    const key = exportFileKey(job.id, outputName(p, f.name));
+    // Started afresh (a resumed step writes it again); the rows file stays (unlisted, deleted with the job's
+    // files): a resumed step may need it again.
+    await env.files.truncate(key, 0);
+    await writeParquet(columns, rowGroups(env, rowsKey), async (bytes) => {
+      await env.files.appendBytes(key, bytes);
+    });
   }
 
   return {
@@ -115,6 +142,7 @@ export function viewExportKind(opts: ViewExportKindOptions = {}): JobKind<ViewEx
       const s: ViewExportState = { ...prev, files: prev.files.map((f) => ({ ...f })) };
       const until = Date.now() + stepMs;
       const columnsOf = new Map<number, ViewColumnInfo[]>();
+      const sizer = batchSizer(pageSize);
       for (let pages = 0; s.vi < p.views.length && pages < pagesPerStep && Date.now() < until; pages++) {
         const v = p.views[s.vi] as ViewExportParams['views'][number];
         let columns = columnsOf.get(s.vi);
@@ -122,17 +150,24 @@ export function viewExportKind(opts: ViewExportKindOptions = {}): JobKind<ViewEx
         let f = s.files[s.vi];
         if (!f) s.files.push((f = { name: v.name, type: v.type, size: 0, count: 0 }));
         const found = await storedPage(env.db, p.data, v.type, s.after, pageSize);
-        const rows =
-          found.length > 0
-            ? await fhirpath().viewRows(
-                v.view,
-                found.map((r) => r.json),
-              )
-            : [];
-        const chunk = text(p, columns, rows, f.size === 0);
-        if (chunk !== '') f.size = await env.files.append(exportFileKey(job.id, workFile(p, f)), chunk);
-        f.count += rows.length;
-        s.total += rows.length;
+        const jsons = found.map((r) => r.json);
+        const workKey = exportFileKey(job.id, workFile(p, f));
+        if (f.size === 0 && p.format === 'csv' && p.header)
+          f.size = await env.files.append(workKey, csvHeader(columns));
+        // Each batch's rows are written before the next is computed: a page's rows are never all held at once.
+        for await (const rows of viewRowBatches(fhirpath(), v.view, jsons, sizer)) {
+          if ((f.count + rows.length) * Math.max(1, columns.length) > maxCells)
+            throw new FhirError(
+              'too-costly',
+              `The view '${v.name}' gives more than ${maxCells} cells (rows × columns), the limit of one view of an ` +
+                'export (viewExportMaxCells); narrow it (patient, group, _since, where) or split it',
+              'views.export-too-large',
+            );
+          const chunk = text(p, columns, rows);
+          if (chunk !== '') f.size = await env.files.append(workKey, chunk);
+          f.count += rows.length;
+          s.total += rows.length;
+        }
         if (found.length > 0) s.after = Number(found[found.length - 1]?.rid);
         if (found.length < pageSize) {
           if (p.format === 'parquet') await finishParquet(env, job, p, f, columns);
