@@ -83,7 +83,13 @@ export function dbFileStore(
       checked(key);
       // One writer per file (the job's worker), so the end read here is still the end when the chunks are inserted.
       const bytes = typeof text === 'string' ? Buffer.from(text, 'utf8') : text;
-      return insertChunks(db, 'data', key, (await sizeOf(db, key)) ?? 0, utf8Pieces(bytes, Math.max(4, chunkBytes)));
+      return insertChunks(
+        db,
+        'data',
+        key,
+        (await sizeOf(db, key)) ?? 0,
+        utf8Pieces(bytes, Math.max(4, chunkBytes)),
+      );
     },
     async put(key, bytes) {
       checked(key);

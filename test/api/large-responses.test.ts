@@ -157,7 +157,7 @@ describe.each(testDatabases())('large responses on $name', (database) => {
     gated = gatedStore(fileStoreFor(db, dataDir));
     t = await startTestApp(
       database,
-      { dataDir, binaryMaxBytes: 3 * 1024 * 1024 },
+      { dataDir, binaryMaxBytes: 4 * 1024 * 1024 },
       { db, files: gated.store, largeBodies: { threshold: THRESHOLD, slots: 1, maxWaiting: 0 } },
     );
     token = (await t.newProject()).adminToken;
@@ -280,13 +280,17 @@ describe.each(testDatabases())('large responses on $name', (database) => {
   it('gives the slot back when the client goes away half-way through a large response', async () => {
     gated.close();
     const a = await connect(port);
-    rawGet(a, `Binary/${bigId}`);
-    await received(a, '\r\n\r\n');
-    expect(t.app.largeBodies.state().running).toBe(1);
-    a.socket.destroy();
-    await a.closed;
-    await until(t, 0, 0);
-    gated.open();
+    try {
+      rawGet(a, `Binary/${bigId}`);
+      await received(a, '\r\n\r\n');
+      expect(t.app.largeBodies.state().running).toBe(1);
+      a.socket.destroy();
+      await a.closed;
+      await until(t, 0, 0);
+    } finally {
+      a.socket.destroy();
+      gated.open();
+    }
     const res = await get(`Binary/${bigId}?_format=json`);
     expect(Buffer.from((res.json() as { data: string }).data, 'base64').equals(big)).toBe(true);
   });
@@ -331,5 +335,25 @@ describe.each(testDatabases())('large responses on $name', (database) => {
     expect((alone.json() as { entry: { response: { status: string } }[] }).entry[0]?.response.status).toBe(
       '200 OK',
     );
+  });
+
+  it('PATCH works on a Binary of at most 3 MiB; beyond, 422 naming the limit (PUT replaces it)', async () => {
+    const over = await upload(randomBytes(3 * 1024 * 1024 + 1));
+    const patch = (id: string) =>
+      t.request({
+        method: 'PATCH',
+        url: `${t.fhir}/Binary/${id}`,
+        token,
+        headers: { 'content-type': 'application/json-patch+json' },
+        payload: JSON.stringify([{ op: 'replace', path: '/contentType', value: 'image/png' }]),
+      });
+    const refused = await patch(over);
+    expect(outcome(refused)).toMatchObject({ status: 422, code: 'too-costly' });
+    expect(outcome(refused).text).toContain('3145728');
+    expect(outcome(refused).text).toContain('PUT');
+    const patched = await patch(bigId);
+    expect(patched.statusCode, patched.body).toBe(200);
+    const now = await get(`Binary/${bigId}`);
+    expect([now.headers['content-type'], now.rawPayload.equals(big)]).toEqual(['image/png', true]);
   });
 });

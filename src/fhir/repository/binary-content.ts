@@ -45,12 +45,29 @@ async function bytesOf(stream: Readable | undefined): Promise<Buffer> {
   return Buffer.concat(parts);
 }
 
+/**
+ * The largest content a PATCH of a Binary works on (3 MiB, 4 MiB of base64): a patch is applied to the resource as
+ * clients see it, `data` included, held whole with its copies, so beyond this a small request would build strings
+ * of tens of megabytes. A PUT replaces a larger content (streamed reads, the upload's own limits).
+ */
+export const PATCH_BINARY_BYTES = 3 * 1024 * 1024;
+
 /** A Binary row's resource with its content as base64 `data` (rows written without a file store hold it inline). */
 export async function binaryWithData(ctx: RepoContext, row: StoredRow): Promise<Resource> {
   const resource = JSON.parse(row.json) as Resource;
   assertSecurityContextRead(ctx.actor, resource.securityContext);
   if (typeof resource.data === 'string' || !ctx.binaries) return resource;
-  const bytes = await bytesOf(await ctx.binaries.read(binaryKey(row.id, row.version_id)));
+  const key = binaryKey(row.id, row.version_id);
+  const size = (await ctx.binaries.size(key)) ?? 0;
+  if (size > PATCH_BINARY_BYTES) {
+    throw new FhirError(
+      'too-costly',
+      `Binary/${row.id}: its content (${size} bytes) is more than a PATCH works on (${PATCH_BINARY_BYTES} bytes); ` +
+        'replace it with PUT',
+      'rest.patch.binary-too-large',
+    );
+  }
+  const bytes = await bytesOf(await ctx.binaries.read(key));
   return bytes.length === 0 ? resource : { ...resource, data: bytes.toString('base64') };
 }
 
