@@ -17,8 +17,10 @@ export class RawText {
 }
 
 /**
- * Bytes that are not FHIR at all (a Binary's content), sent as they are with their own Content-Type; `length`, when
- * known before sending, is the Content-Length (and decides whether the response counts as large).
+ * Bytes that are not FHIR at all (a Binary's content), sent as they are with their own Content-Type; `length`, known
+ * before sending, decides whether the response counts as large. (A stream is still sent chunked: with its length as
+ * Content-Length, Node 20 kept the keep-alive connection from counting as idle, so closing the server waited out
+ * the keep-alive timeout.)
  */
 export class RawBytes {
   constructor(

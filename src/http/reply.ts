@@ -21,7 +21,6 @@ export function sendResult(reply: FastifyReply, result: FhirResult, fhirBase: st
   if (result.body instanceof RawBytes) {
     // Uploaded content served from the API's origin: never sniffed into something else, never run as a page.
     reply.header('x-content-type-options', 'nosniff').header('content-security-policy', 'sandbox');
-    if (result.body.length !== undefined) reply.header('content-length', result.body.length);
     return reply.type(result.body.contentType).send(result.body.data);
   }
   reply.type(FHIR_JSON);
