@@ -3,7 +3,7 @@ import type { FastifyReply } from 'fastify';
 import type { OAuthError } from '../auth/oauth-error.js';
 import { stringifyJson } from '../fhir/json/stringify.js';
 import { FhirError, type OperationOutcome } from '../fhir/outcome.js';
-import { RawBytes, RawJson, RawText, type FhirResult } from '../fhir/result.js';
+import { RawBytes, RawJson, RawText, StreamedJson, type FhirResult } from '../fhir/result.js';
 
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
@@ -24,6 +24,8 @@ export function sendResult(reply: FastifyReply, result: FhirResult, fhirBase: st
     return reply.type(result.body.contentType).send(result.body.data);
   }
   reply.type(FHIR_JSON);
+  if (result.body instanceof StreamedJson)
+    return reply.header('content-length', result.body.length).send(result.body.open());
   return reply.send(result.body instanceof RawJson ? result.body.text : stringifyJson(result.body));
 }
 

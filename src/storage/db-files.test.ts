@@ -28,6 +28,7 @@ describe.each(testDatabases())('dbFileStore on $name', ({ open }) => {
     expect(await text(store, key)).toBeUndefined();
     expect(await store.append(key, 'é1\n')).toBe(4);
     expect(await store.append(key, '22\n')).toBe(7);
+    expect(await store.size(key)).toBe(7);
     expect(await store.append(key, '')).toBe(7);
     await store.truncate(key, 5); // inside the second chunk
     expect(await text(store, key)).toBe('é1\n2');
@@ -51,10 +52,13 @@ describe.each(testDatabases())('dbFileStore on $name', ({ open }) => {
       return Buffer.concat(parts);
     };
     expect((await read('binary/b-x/1'))?.equals(big)).toBe(true);
+    expect(await store.size('binary/b-x/1')).toBe(big.length);
     await store.put('binary/b-x/1', Uint8Array.from([0, 255, 0x80]));
     expect([...((await read('binary/b-x/1')) ?? [])]).toEqual([0, 255, 0x80]);
     await store.put('binary/b-x/2', new Uint8Array(0));
     expect((await read('binary/b-x/2'))?.length).toBe(0);
+    expect(await store.size('binary/b-x/2')).toBe(0);
+    expect(await store.size('binary/b-x/3')).toBeUndefined();
     await store.deleteDir('binary/b-x');
     expect(await read('binary/b-x/1')).toBeUndefined();
   });
@@ -116,6 +120,7 @@ describe.each(testDatabases())('dbFileStore on $name', ({ open }) => {
       await expect(store.put(key, new Uint8Array(1))).rejects.toBeInstanceOf(InvalidFileKeyError);
       await expect(store.truncate(key, 0)).rejects.toBeInstanceOf(InvalidFileKeyError);
       await expect(store.deleteDir(key)).rejects.toBeInstanceOf(InvalidFileKeyError);
+      await expect(store.size(key)).rejects.toBeInstanceOf(InvalidFileKeyError);
     },
   );
 });

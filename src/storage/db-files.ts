@@ -39,12 +39,14 @@ function checked(key: string): string {
   return key;
 }
 
-async function sizeOf(db: Queryable, key: string): Promise<number> {
+/** The end of the file's last chunk, or undefined when it has none. */
+async function sizeOf(db: Queryable, key: string): Promise<number | undefined> {
   const r = await db.query<{ end: string }>(
     `SELECT "offset" + coalesce(octet_length(data), octet_length(bytes)) AS end FROM file_chunks WHERE key = $1 ORDER BY "offset" DESC LIMIT 1`,
     [key],
   );
-  return Number(r.rows[0]?.end ?? 0);
+  const end = r.rows[0]?.end;
+  return end === undefined ? undefined : Number(end);
 }
 
 /** Rows inserted per statement when a file is written: 4 MiB of 32 KiB chunks. */
@@ -81,7 +83,13 @@ export function dbFileStore(
       checked(key);
       // One writer per file (the job's worker), so the end read here is still the end when the chunks are inserted.
       const bytes = typeof text === 'string' ? Buffer.from(text, 'utf8') : text;
-      return insertChunks(db, 'data', key, await sizeOf(db, key), utf8Pieces(bytes, Math.max(4, chunkBytes)));
+      return insertChunks(
+        db,
+        'data',
+        key,
+        (await sizeOf(db, key)) ?? 0,
+        utf8Pieces(bytes, Math.max(4, chunkBytes)),
+      );
     },
     async appendBytes(key, bytes) {
       checked(key);
@@ -89,7 +97,7 @@ export function dbFileStore(
       const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
       const pieces: Buffer[] = [];
       for (let at = 0; at < buf.length; at += chunkBytes) pieces.push(buf.subarray(at, at + chunkBytes));
-      return insertChunks(db, 'bytes', key, await sizeOf(db, key), pieces);
+      return insertChunks(db, 'bytes', key, (await sizeOf(db, key)) ?? 0, pieces);
     },
     async put(key, bytes) {
       checked(key);
@@ -142,6 +150,9 @@ export function dbFileStore(
         })(),
         { objectMode: false },
       );
+    },
+    async size(key) {
+      return sizeOf(db, checked(key));
     },
     async deleteDir(prefix) {
       checked(prefix);

@@ -39,6 +39,7 @@ describe('localFileStore keys', () => {
     await expect(store.put(key, new Uint8Array(1))).rejects.toBeInstanceOf(InvalidFileKeyError);
     await expect(store.truncate(key, 0)).rejects.toBeInstanceOf(InvalidFileKeyError);
     await expect(store.deleteDir(key)).rejects.toBeInstanceOf(InvalidFileKeyError);
+    await expect(store.size(key)).rejects.toBeInstanceOf(InvalidFileKeyError);
     expect(fs.readFileSync(path.join(dir, 'outside.ndjson'), 'utf8')).toBe('secret\n');
     expect(fs.existsSync(path.join(root, 'exports', 'job', '.hidden'))).toBe(true);
   });
@@ -50,6 +51,8 @@ describe('localFileStore keys', () => {
     await store.put('exports/job/bytes', Uint8Array.from([0, 255, 1]));
     await store.put('exports/job/bytes', Uint8Array.from([0, 255]));
     expect([...fs.readFileSync(path.join(root, 'exports', 'job', 'bytes'))]).toEqual([0, 255]);
+    expect(await store.size('exports/job/bytes')).toBe(2);
+    expect(await store.size('exports/job/Missing.ndjson')).toBeUndefined();
     await store.deleteDir('exports/job');
     expect(fs.existsSync(path.join(root, 'exports', 'job'))).toBe(false);
   });

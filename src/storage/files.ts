@@ -16,6 +16,8 @@ export interface FileStore {
   truncate(key: string, size: number): Promise<void>;
   /** A stream of the file, or undefined when it does not exist. */
   read(key: string): Promise<Readable | undefined>;
+  /** The file's size in bytes, or undefined when it does not exist (a response's length, known before it is sent). */
+  size(key: string): Promise<number | undefined>;
   /** Deletes every file whose key starts with `prefix/`. */
   deleteDir(prefix: string): Promise<void>;
 }
@@ -98,6 +100,14 @@ export function localFileStore(root: string): FileStore {
       try {
         const handle = await fs.promises.open(file, 'r');
         return handle.createReadStream();
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+        throw err;
+      }
+    },
+    async size(key) {
+      try {
+        return (await fs.promises.stat(resolve(key))).size;
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
         throw err;

@@ -12,6 +12,7 @@ import {
   errorEntry,
   parseEntry,
   resultEntry,
+  inlineBudget,
   runEntry,
   type ParsedEntry,
 } from './bundle-entry.js';
@@ -32,6 +33,7 @@ export async function processBatch(
 ): Promise<FhirResult> {
   const { entry } = assertBundle(body, maxEntries);
   const out: BundleEntryText[] = new Array(entry.length);
+  const budget = inlineBudget();
   const fail = (i: number, err: unknown): void => {
     const known = err instanceof FhirError ? err : storageErrorToFhir(err);
     if (known) {
@@ -94,7 +96,7 @@ export async function processBatch(
               e.resource as Resource,
               e.ifNoneExist ? { ifNoneExist: e.ifNoneExist } : {},
             )
-          : await db.transaction((tx) => runEntry(tx, ctx, e));
+          : await db.transaction((tx) => runEntry(tx, ctx, e, budget));
       out[e.index] = resultEntry(r, ctx.fhirBase);
     } catch (err) {
       fail(e.index, err);

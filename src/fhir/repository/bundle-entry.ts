@@ -7,6 +7,7 @@ import { stringifyJson } from '../json/stringify.js';
 import { FhirError, type OperationOutcome } from '../outcome.js';
 import { RawJson, type FhirResult } from '../result.js';
 import type { Resource } from '../types.js';
+import { BUNDLE_BINARY_DATA, inlined, type InlineBudget } from './binary-content.js';
 import type { RepoContext } from './context.js';
 import { notModified } from '../not-modified.js';
 import { conditionalDeleteInTx, conditionalPatchInTx, conditionalUpdateInTx } from './conditional.js';
@@ -119,16 +120,29 @@ function patchOps(entry: ParsedEntry): unknown {
   );
 }
 
-/** Runs a non-create entry (creates are batched by the callers). */
-export async function runEntry(tx: Queryable, ctx: RepoContext, e: ParsedEntry): Promise<FhirResult> {
+/** What one Bundle's read entries may inline of Binary contents (binary-content.ts): one per Bundle answered. */
+export const inlineBudget = (): InlineBudget => ({ left: BUNDLE_BINARY_DATA });
+
+/** Runs a non-create entry (creates are batched by the callers); `budget` is shared by the entries of a Bundle. */
+export async function runEntry(
+  tx: Queryable,
+  ctx: RepoContext,
+  e: ParsedEntry,
+  budget: InlineBudget = inlineBudget(),
+): Promise<FhirResult> {
+  const what = `${e.type}/${e.id ?? ''}`;
   switch (e.method) {
     case 'GET':
     case 'HEAD':
       if (e.action === '_history') {
         return e.versionId
-          ? notModified(await vreadResource(tx, ctx, e.type, e.id as string, e.versionId), {
-              ...(e.ifNoneMatch !== undefined ? { ifNoneMatch: e.ifNoneMatch } : {}),
-            })
+          ? inlined(
+              notModified(await vreadResource(tx, ctx, e.type, e.id as string, e.versionId), {
+                ...(e.ifNoneMatch !== undefined ? { ifNoneMatch: e.ifNoneMatch } : {}),
+              }),
+              budget,
+              `${what}/_history/${e.versionId}`,
+            )
           : history(
               tx,
               ctx,
@@ -143,7 +157,7 @@ export async function runEntry(tx: Queryable, ctx: RepoContext, e: ParsedEntry):
           ...(e.ifNoneMatch !== undefined ? { ifNoneMatch: e.ifNoneMatch } : {}),
           ...(e.ifModifiedSince !== undefined ? { ifModifiedSince: e.ifModifiedSince } : {}),
         };
-        return notModified(await readResource(tx, ctx, e.type, e.id), pre);
+        return inlined(notModified(await readResource(tx, ctx, e.type, e.id), pre), budget, what);
       }
       return searchResources(tx, ctx, e.type, e.query, `${ctx.fhirBase}/${e.type}`);
     case 'PUT':

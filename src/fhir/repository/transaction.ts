@@ -11,6 +11,7 @@ import {
   parseEntry,
   resultEntry,
   rewriteReferences,
+  inlineBudget,
   runEntry,
   type ParsedEntry,
 } from './bundle-entry.js';
@@ -73,6 +74,8 @@ export async function processTransaction(
   {
     const results = await db.transaction(async (tx) => {
       const out: (FhirResult | undefined)[] = new Array(entries.length);
+      // Made in the transaction's callback: a retried transaction starts with the whole budget again.
+      const budget = inlineBudget();
       const idMap = new Map<string, string>();
       const creates: { e: ParsedEntry; id: string }[] = [];
       for (const e of entries) {
@@ -130,7 +133,7 @@ export async function processTransaction(
       for (const e of entries) if (e.resource) rewriteReferences(e.resource, idMap);
       const sorted = [...entries].sort((a, b) => ORDER[a.method] - ORDER[b.method] || a.index - b.index);
       for (const e of sorted.filter((x) => x.method === 'DELETE')) {
-        out[e.index] = await runEntry(tx, ctx, e).catch((err: unknown) => {
+        out[e.index] = await runEntry(tx, ctx, e, budget).catch((err: unknown) => {
           throw inEntry(e, err);
         });
       }
@@ -156,7 +159,7 @@ export async function processTransaction(
             ),
           );
         }
-        out[e.index] = await runEntry(tx, ctx, e).catch((err: unknown) => {
+        out[e.index] = await runEntry(tx, ctx, e, budget).catch((err: unknown) => {
           throw inEntry(e, err);
         });
       }

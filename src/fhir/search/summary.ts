@@ -5,7 +5,7 @@ import { structureNode, type StructureNode } from '../definitions/index.js';
 import { parseJson } from '../json/parse.js';
 import { copyRawNumbers } from '../json/raw-numbers.js';
 import { FhirError } from '../outcome.js';
-import { RawJson, type FhirResult } from '../result.js';
+import { RawJson, StreamedJson, type FhirResult } from '../result.js';
 import { applyElements, markSubsetted } from './elements.js';
 import { parseSearchRequest } from './parse.js';
 
@@ -66,7 +66,9 @@ export function subsetRead(
 ): FhirResult {
   const summary = query._summary;
   const elements = query._elements;
-  if ((summary === undefined && elements === undefined) || !(result.body instanceof RawJson)) return result;
+  const body = result.body;
+  if (summary === undefined && elements === undefined) return result;
+  if (!(body instanceof RawJson) && !(body instanceof StreamedJson)) return result;
   const req = parseSearchRequest(resourceType, {
     ...(summary !== undefined ? { _summary: summary } : {}),
     ...(elements !== undefined ? { _elements: elements } : {}),
@@ -78,8 +80,10 @@ export function subsetRead(
       'rest.read.summary-count',
     );
   }
-  const text = req.elements?.length
-    ? applyElements(result.body.text, req.elements)
-    : applySummary(result.body.text, req.summary);
-  return text === result.body.text ? result : { ...result, body: new RawJson(text) };
+  const cut = (json: string): string =>
+    req.elements?.length ? applyElements(json, req.elements) : applySummary(json, req.summary);
+  // A Binary's JSON with its content streamed (binary-content.ts): cut around the content.
+  if (body instanceof StreamedJson) return { ...result, body: body.subset(cut) };
+  const text = cut(body.text);
+  return text === body.text ? result : { ...result, body: new RawJson(text) };
 }

@@ -19,7 +19,7 @@ import { subsetRead } from '../../fhir/search/summary.js';
 import { searchResources } from '../../fhir/repository/search.js';
 import { processTransaction } from '../../fhir/repository/transaction.js';
 import { updateResource } from '../../fhir/repository/update.js';
-import type { FhirResult } from '../../fhir/result.js';
+import { RawBytes, StreamedJson, type FhirResult } from '../../fhir/result.js';
 import type { Db } from '../../storage/db.js';
 import type { FileStore } from '../../storage/files.js';
 import { repoContext } from '../plugins/auth.js';
@@ -81,6 +81,16 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
   };
   const ctx = (req: FastifyRequest): RepoContext => repoContext(req, env);
   const send = (reply: FastifyReply, r: FhirResult): FastifyReply => sendResult(reply, r, deps.fhirBase);
+  /**
+   * Sends a read's result; a large one (a Binary's content or its JSON, streamed) first takes a large-response slot
+   * (plugins/large-bodies.ts), before any of it is read. A 304 and a HEAD send no body and take none.
+   */
+  const sendRead = async (req: FastifyRequest, reply: FastifyReply, r: FhirResult): Promise<FastifyReply> => {
+    const bytes =
+      r.body instanceof StreamedJson || r.body instanceof RawBytes ? (r.body.length ?? Infinity) : 0;
+    if (r.status === 200 && req.method === 'GET') await app.largeResponse(req, reply, bytes);
+    return send(reply, r);
+  };
   const capabilities = JSON.stringify(capabilityStatement(deps.fhirBase, deps.clock()));
 
   binaryRoutes(app, {
@@ -169,7 +179,7 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
       type === 'Binary' && !wantsFhirBinary(req)
         ? await readBinaryContent(deps.db, ctx(req), id)
         : subsetRead(await readResource(deps.db, ctx(req), type, id), type, req.query);
-    return send(reply, conditionalRead(req, result));
+    return sendRead(req, reply, conditionalRead(req, result));
   });
 
   // Compartment search: `Patient/<id>/Observation?…` (static paths such as `_history` and operations win).
@@ -239,7 +249,7 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
       type === 'Binary' && !wantsFhirBinary(req)
         ? await readBinaryContent(deps.db, ctx(req), id, vid)
         : subsetRead(await vreadResource(deps.db, ctx(req), type, id, vid), type, req.query);
-    return send(reply, conditionalRead(req, result));
+    return sendRead(req, reply, conditionalRead(req, result));
   });
 
   // Conditional update, patch and delete: the query string is the search that picks the resource; without one
