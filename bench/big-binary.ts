@@ -12,8 +12,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
-import { login, startServer } from './server.js';
+import { dropDatabase, freshDatabase, login, startServer } from './server.js';
 
 const MB = Number(process.env.BIG_BINARY_MB ?? 50);
 const READERS = Number(process.env.BIG_BINARY_READERS ?? 8);
@@ -21,18 +20,7 @@ const ROUNDS = Number(process.env.BIG_BINARY_ROUNDS ?? 2);
 const RAW = process.env.BIG_BINARY_RAW === '1';
 const EMBEDDED = process.env.BIG_BINARY_EMBEDDED === '1';
 const MAIN = process.env.BIG_BINARY_MAIN ?? 'dist/main.js';
-const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const DB = 'cinder_big_binary';
-
-async function admin(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: ADMIN_URL });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
 
 type Json = Record<string, unknown>;
 
@@ -105,14 +93,9 @@ async function readLoop(base: string, token: string, url: string, stop: () => bo
 
 async function main(): Promise<void> {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-big-binary-'));
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${DB}`;
-  if (!EMBEDDED) {
-    await admin(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`);
-    await admin(`CREATE DATABASE ${DB}`);
-  }
+  const url = EMBEDDED ? undefined : await freshDatabase(DB);
   const server = await startServer(
-    { ...(EMBEDDED ? {} : { DATABASE_URL: url.toString() }), DATA_DIR: path.join(work, 'data') },
+    { ...(url ? { DATABASE_URL: url } : {}), DATA_DIR: path.join(work, 'data') },
     work,
     { binaryMaxBytes: MB * 1024 * 1024 },
     { main: MAIN, stdout: fs.openSync('/dev/null', 'w') },
@@ -186,7 +169,7 @@ async function main(): Promise<void> {
   } finally {
     await server.stop();
     fs.rmSync(work, { recursive: true, force: true });
-    if (!EMBEDDED) await admin(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`);
+    if (!EMBEDDED) await dropDatabase(DB);
   }
 }
 

@@ -10,25 +10,13 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
-import { login, startServer, type RunningServer } from './server.js';
+import { dropDatabase, freshDatabase, login, startServer, type RunningServer } from './server.js';
 
 const TARGETS = (process.env.BIG_TARGETS ?? 'this=dist/main.js').split(',').map((t) => t.split('='));
 const PATIENTS = Number(process.env.BIG_PATIENTS ?? 2000);
-const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const DB = 'cinder_big_outputs';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-async function admin(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: ADMIN_URL });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
 
 const crossed = {
   resourceType: 'ViewDefinition',
@@ -175,10 +163,7 @@ async function runUnions(base: string, token: string): Promise<string> {
 }
 
 async function main(): Promise<void> {
-  await admin(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`);
-  await admin(`CREATE DATABASE ${DB}`);
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${DB}`;
+  const url = await freshDatabase(DB);
   const rows: Record<string, string | number>[] = [];
   try {
     for (const [name, main] of TARGETS) {
@@ -189,7 +174,7 @@ async function main(): Promise<void> {
         // A fresh server for each measure, so that its peak RSS is that measure's.
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-big-outputs-'));
         const server = await startServer(
-          { DATABASE_URL: url.toString(), DATA_DIR: path.join(dir, 'data') },
+          { DATABASE_URL: url, DATA_DIR: path.join(dir, 'data') },
           dir,
           {},
           { main: main as string, stdout: fs.openSync('/dev/null', 'w') },
@@ -216,7 +201,7 @@ async function main(): Promise<void> {
       }
     }
   } finally {
-    await admin(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`);
+    await dropDatabase(DB);
   }
   console.log(`\nBig view outputs over ${PATIENTS} Patients of two names, beside reads of one Patient:`);
   console.table(rows);

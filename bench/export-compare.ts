@@ -8,37 +8,22 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import { concurrentDownloads, ensurePatients, EXPORT_PATIENTS, timedExport } from './export.js';
-import { login, startServer } from './server.js';
+import { dropDatabase, freshDatabase, login, startServer } from './server.js';
 
 const TARGETS = (process.env.EXPORT_TARGETS ?? 'this=dist/main.js').split(',').map((t) => t.split('='));
 const ROUNDS = Number(process.env.EXPORT_ROUNDS ?? 2);
-const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const DB = 'cinder_export_compare';
 
-async function admin(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: ADMIN_URL });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
-
 async function main(): Promise<void> {
-  await admin(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`);
-  await admin(`CREATE DATABASE ${DB}`);
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${DB}`;
+  const url = await freshDatabase(DB);
   const rows: Record<string, string | number>[] = [];
   try {
     for (let round = 1; round <= ROUNDS; round++) {
       for (const [name, main] of TARGETS) {
         const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-export-compare-'));
         const server = await startServer(
-          { DATABASE_URL: url.toString(), DATA_DIR: path.join(work, 'data') },
+          { DATABASE_URL: url, DATA_DIR: path.join(work, 'data') },
           work,
           {},
           { main: main as string, stdout: fs.openSync('/dev/null', 'w') },
@@ -65,7 +50,7 @@ async function main(): Promise<void> {
       }
     }
   } finally {
-    await admin(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`);
+    await dropDatabase(DB);
   }
   console.log(
     `\n$export of ${EXPORT_PATIENTS} Patients, then its file downloaded by 4 clients at once (3 times):`,

@@ -2,9 +2,35 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import pg from 'pg';
 import { freePort } from '../test/support/server-process.js';
 
 export const ADMIN = { clientId: 'bench-admin', clientSecret: 'bench-admin-secret-0123456789' };
+
+/** The PostgreSQL on which benches make their own databases (BENCH_DATABASE_URL). */
+const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+async function adminSql(sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: ADMIN_URL });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Creates database `name` anew (a previous run's is dropped first); answers its URL. */
+export async function freshDatabase(name: string): Promise<string> {
+  await dropDatabase(name);
+  await adminSql(`CREATE DATABASE ${name}`);
+  const url = new URL(ADMIN_URL);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+export const dropDatabase = (name: string): Promise<void> =>
+  adminSql(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
 
 export interface RunningServer {
   base: string;
