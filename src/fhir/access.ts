@@ -2,6 +2,7 @@
 // REST interactions, batch/transaction entries, operations — asks here.
 import { isResourceType } from './definitions/index.js';
 import { inPatientCompartment } from './definitions/patient-compartment.js';
+import { isValidId } from './id.js';
 import { FhirError } from './outcome.js';
 import type { AccessScope } from './types.js';
 
@@ -231,8 +232,6 @@ export function assertWrite(actor: Actor, resourceType: string, interaction: Wri
   }
 }
 
-/** A FHIR id (https://hl7.org/fhir/R4/datatypes.html#id), `.` and `..` excepted (repository/prepare.ts isValidId). */
-const ID = /^[A-Za-z0-9\-.]{1,64}$/;
 /** `Type/id` and nothing else: no search, fragment, version, trailing slash or server. */
 const TYPE_ID = /^([A-Z][A-Za-z]{0,63})\/([^/]+)$/;
 
@@ -256,7 +255,7 @@ export function securityContextTarget(
       : reference;
   const m = TYPE_ID.exec(local);
   const [, t = '', id = ''] = m ?? [];
-  if (!m || !isResourceType(t) || !ID.test(id) || id === '.' || id === '..') return undefined;
+  if (!m || !isResourceType(t) || !isValidId(id)) return undefined;
   if (type !== undefined && type !== t && type !== `http://hl7.org/fhir/StructureDefinition/${t}`)
     return undefined;
   return { type: t, id, reference: local };

@@ -1,6 +1,7 @@
 // Shared steps before a version is written: access, validation, secrets, server-owned meta.
 import { assertWrite, type WriteInteraction } from '../access.js';
 import { copyRawNumbers } from '../json/raw-numbers.js';
+import { isValidId } from '../id.js';
 import { FhirError } from '../outcome.js';
 import type { Resource } from '../types.js';
 import { assertDepth, MAX_RESOURCE_DEPTH } from '../validation/depth.js';
@@ -16,17 +17,6 @@ export interface PreparedWrite extends NewVersion {
   revealedSecret?: string;
   /** A Binary's content, stored in the file store beside the version (binary-content.ts), not in its row. */
   content?: Buffer;
-}
-
-const ID_RE = /^[A-Za-z0-9\-.]{1,64}$/;
-
-/**
- * A FHIR id (https://hl7.org/fhir/R4/datatypes.html#id), except `.` and `..`: the pattern allows them, but as URL path
- * segments they are dot-segments (RFC 3986 §5.2.4) that clients and proxies remove, and as file names they name
- * directories (export files are stored under their job's id).
- */
-export function isValidId(id: string): boolean {
-  return ID_RE.test(id) && id !== '.' && id !== '..';
 }
 
 export function assertId(id: string): void {

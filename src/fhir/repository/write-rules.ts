@@ -6,7 +6,8 @@ import { outboundTargetRefused } from '../../auth/outbound.js';
 import type { Queryable } from '../../storage/db.js';
 import { FhirError } from '../outcome.js';
 import type { RepoContext } from './context.js';
-import { isValidId, type PreparedWrite } from './prepare.js';
+import { isValidId } from '../id.js';
+import type { PreparedWrite } from './prepare.js';
 
 export async function checkWriteRules(
   db: Queryable,
