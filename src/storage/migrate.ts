@@ -16,6 +16,7 @@ import * as m012 from './migrations/012-file-bytes.js';
 import * as m013 from './migrations/013-authorize-requests.js';
 import * as m014 from './migrations/014-upstream-sign-in.js';
 import * as m015 from './migrations/015-token-statistics.js';
+import * as m016 from './migrations/016-subscriptions.js';
 
 export interface Migration {
   version: number;
@@ -39,6 +40,7 @@ export const MIGRATIONS: readonly Migration[] = [
   m013,
   m014,
   m015,
+  m016,
 ];
 
 const LOCK_KEY = 72_410_001;
