@@ -4,7 +4,9 @@
 // skips it), with each engine's start time and memory (idle, peak). Figures are medians of 3 runs, with
 // the ratio to /healthcheck (one SELECT 1) measured in the same go as a baseline; peak RSS is the server's VmHWM.
 // On PostgreSQL it then times bulk $export of 100,000 Patients and cancel-to-stop (bench/export.ts; BENCH_EXPORT=0 skips),
-// and CSV: `$csv` of 1000 Patients with 2 connections, and the CSV bulk export (bench/csv.ts; BENCH_CSV=0 skips).
+// and CSV: `$csv` of 1000 Patients with 2 connections, and the CSV bulk export (bench/csv.ts; BENCH_CSV=0 skips),
+// and subscriptions: create req/s with 100 subscriptions that do not match, notifications/s and latency with 100 that
+// do (bench/subscriptions.ts; BENCH_SUBSCRIPTIONS=0 skips).
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -17,6 +19,7 @@ import { startMockIdp, type MockIdp } from '../test/support/mock-idp.js';
 import { benchCsvExport, benchCsvRequests } from './csv.js';
 import { benchExport } from './export.js';
 import { benchViewExport } from './views.js';
+import { benchSubscriptions } from './subscriptions.js';
 import { login, startServer, type RunningServer } from './server.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -321,6 +324,7 @@ async function main(): Promise<void> {
           await benchCsvExport(server, await login(server.base), RUNS, notes);
         if (process.env.BENCH_VIEWS !== '0')
           await benchViewExport(server, await login(server.base), RUNS, notes);
+        if (process.env.BENCH_SUBSCRIPTIONS !== '0') await benchSubscriptions(RUNS, DURATION, notes);
       } finally {
         await server.stop();
       }

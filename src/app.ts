@@ -31,12 +31,23 @@ import type { Signals } from './storage/signals.js';
 import type { Cache, Counters } from './storage/cache/cache.js';
 import { createMemoryCache } from './storage/cache/memory.js';
 import { createExternalValidator } from './auth/external/validate-external-token.js';
+import { createSubscriptionEngine, type SubscriptionEngine } from './fhir/subscriptions/engine.js';
 
 /** Writes that may change who a token's login is: auth resource types, and any Bundle (it may hold them). */
 function changesPrincipals(url: string): boolean {
+  return writesTypes(url, AUTH_TYPES);
+}
+
+/** Writes that may change a project's subscriptions: Subscription and SubscriptionTopic, and any Bundle. */
+function changesSubscriptions(url: string): boolean {
+  return writesTypes(url, SUBSCRIPTION_TYPES);
+}
+const SUBSCRIPTION_TYPES: ReadonlySet<string> = new Set(['Subscription', 'SubscriptionTopic']);
+
+function writesTypes(url: string, types: ReadonlySet<string>): boolean {
   const m = /^\/fhir\/R4\/?([A-Za-z]*)/.exec(url);
   if (!m) return false;
-  return m[1] === '' || AUTH_TYPES.has(m[1] as string);
+  return m[1] === '' || types.has(m[1] as string);
 }
 
 export interface AppDeps {
@@ -56,6 +67,11 @@ export interface AppDeps {
   consoleDir?: string;
   /** The FHIRPath worker pool and `$csv` slots (main shares them with the export jobs); default: the app's own. */
   csv?: CsvRuntime;
+  /**
+   * The subscription engine (API.md §8); main builds it to start its delivery workers. Default: the app's own, whose
+   * workers are not started (writes record events; nothing delivers them).
+   */
+  subscriptions?: SubscriptionEngine;
   /** Concurrency of requests with large bodies (http/plugins/large-bodies.ts); tests make them small. */
   largeBodies?: LargeBodyLimits;
 }
@@ -89,6 +105,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const csv = deps.csv ?? createCsvRuntime({ fhirpathTimeout: config.fhirpathTimeout });
   if (!deps.csv) app.addHook('onClose', () => csv.fhirpath.close());
   const fhirBase = `${config.baseUrl}fhir/R4`;
+  const subscriptions =
+    deps.subscriptions ??
+    createSubscriptionEngine({
+      db,
+      workerDb: db,
+      signals: deps.signals,
+      fhirBase,
+      allowedOutboundHosts: config.allowedOutboundHosts,
+      maxSubscriptionsPerProject: config.maxSubscriptionsPerProject,
+    });
   // Modules below HTTP log through this: inside a request, their lines carry its reqId.
   const log = deps.logger ? contextLogger(deps.logger) : undefined;
   registerRequestLog(app, config.requestLog);
@@ -122,14 +148,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
     if (closing) reply.header('connection', 'close');
-    if (
-      request.method !== 'GET' &&
-      request.method !== 'HEAD' &&
-      reply.statusCode < 400 &&
-      changesPrincipals(request.url)
-    ) {
-      // After commit (the reply is being sent) and before the client can send its next request.
-      await auth.principals.changed();
+    const wrote = request.method !== 'GET' && request.method !== 'HEAD' && reply.statusCode < 400;
+    // After commit (the reply is being sent) and before the client can send its next request.
+    if (wrote && changesPrincipals(request.url)) await auth.principals.changed();
+    if (wrote && changesSubscriptions(request.url) && request.principal) {
+      const actor = request.principal;
+      await subscriptions.registry.changed(actor.superAdmin ? '*' : actor.projectId);
     }
   });
   registerErrorHandler(app);
@@ -174,6 +198,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         fhirBase,
         maxBundleEntries: config.maxBundleEntries,
         allowedOutboundHosts: config.allowedOutboundHosts,
+        subscriptions: subscriptions.hooks,
         written: statistics.written,
         binaries: files,
         binaryMaxBytes: config.binaryMaxBytes,

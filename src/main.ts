@@ -27,6 +27,7 @@ import { createJobRunner } from './jobs/runner.js';
 import { createRetentionSweeper } from './jobs/retention.js';
 import { contextLogger } from './http/plugins/request-log.js';
 import { defaultKinds } from './jobs/kinds/index.js';
+import { createSubscriptionEngine } from './fhir/subscriptions/engine.js';
 import { createCsvRuntime } from './fhir/csv/runtime.js';
 
 /** The embedded database of `dataDir`: PostgreSQL binaries by default, PGlite when configured (or moved from). */
@@ -221,7 +222,20 @@ async function main(): Promise<void> {
   const files = fileStoreFor(db, config.dataDir, !config.databaseUrl);
   // One FHIRPath worker pool for `$csv` requests and CSV export jobs alike.
   const csv = createCsvRuntime({ fhirpathTimeout: config.fhirpathTimeout });
+  // Subscriptions: the registry answers the requests' writes; the delivery workers use the jobs' pool.
+  const subscriptions = createSubscriptionEngine({
+    db: requestDb,
+    workerDb: db,
+    signals,
+    fhirBase,
+    allowedOutboundHosts: config.allowedOutboundHosts,
+    maxSubscriptionsPerProject: config.maxSubscriptionsPerProject,
+    log,
+    // A delivery's lease is a job's: a deliverer that died gives its subscriptions back after jobLeaseSeconds.
+    delivery: { leaseMs: config.jobLeaseSeconds * 1000 },
+  });
   const app = await buildApp({
+    subscriptions,
     csv,
     config,
     db: requestDb,
@@ -268,7 +282,7 @@ async function main(): Promise<void> {
     try {
       // At once: stop accepting connections (in-flight requests finish; requests on kept-alive connections get
       // 503), and let running jobs end their current chunk and give their leases back, to be resumed anywhere.
-      await Promise.all([app.close(), runner.stop(), retention.stop()]);
+      await Promise.all([app.close(), runner.stop(), retention.stop(), subscriptions.deliverer.stop()]);
       await csv.fhirpath.close();
       await signals.close();
       await cache.close();
@@ -286,6 +300,7 @@ async function main(): Promise<void> {
   await app.listen({ port: config.port, host: config.host });
   runner.start();
   retention.start();
+  subscriptions.deliverer.start();
   log.info({ baseUrl: config.baseUrl, superAdminClientId: boot.clientId }, 'Cinder is ready');
 }
 

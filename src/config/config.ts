@@ -54,6 +54,8 @@ export const configSchema = z
       .int()
       .min(1)
       .default(50 * 1024 * 1024),
+    /** Subscriptions that are not `off` one project may hold (API.md §8); one more answers 422 naming the limit. */
+    maxSubscriptionsPerProject: z.coerce.number().int().min(0).default(1000),
     /** Largest number of entries accepted in one batch or transaction Bundle. */
     maxBundleEntries: z.coerce.number().int().min(1).default(10_000),
     /** Largest total size of a request's line and headers in bytes (Node's maxHeaderSize); beyond it: 431. */
@@ -183,6 +185,7 @@ const ENV_KEYS: Record<string, string> = {
   VIEW_EXPORT_MAX_CELLS: 'viewExportMaxCells',
   CORS_ORIGINS: 'corsOrigins',
   BINARY_MAX_BYTES: 'binaryMaxBytes',
+  MAX_SUBSCRIPTIONS_PER_PROJECT: 'maxSubscriptionsPerProject',
 };
 
 /** Validates raw input; a bad value throws one ConfigError line naming the key. */

@@ -15,6 +15,11 @@ import { createRetentionSweeper, type RetentionSweeper } from '../../src/jobs/re
 import { defaultKinds } from '../../src/jobs/kinds/index.js';
 import { createMemoryCache, type Cache, type Counters } from '../../src/storage/cache/index.js';
 import type { TestDatabase } from './db.js';
+import {
+  createSubscriptionEngine,
+  type EngineOptions,
+  type SubscriptionEngine,
+} from '../../src/fhir/subscriptions/engine.js';
 import type { LargeBodyLimits } from '../../src/http/plugins/large-bodies.js';
 
 export const ADMIN_CLIENT_ID = 'test-admin-client';
@@ -32,6 +37,8 @@ export interface TestApp {
   token(clientId: string, secret: string): Promise<string>;
   /** Creates a project with an admin ClientApplication (and optionally a non-admin one); returns their tokens. */
   newProject(name?: string): Promise<{ projectId: string; adminToken: string; memberToken: string }>;
+  /** The subscription engine (its deliverer started when `extras.deliver` asked for it). */
+  subscriptions: SubscriptionEngine;
   /** The job runner, when `extras.jobs` asked for one. */
   runner?: JobRunner;
   /** The export retention sweeper, started beside the job runner (`sweepOnce()` after advancing the clock). */
@@ -56,6 +63,11 @@ export interface TestAppExtras {
   consoleDir?: string;
   /** Concurrency of requests with large bodies (default: the server's). */
   largeBodies?: LargeBodyLimits;
+  /**
+   * Start the subscription delivery workers with these options (API.md §8); without it, writes record events and
+   * nothing delivers them.
+   */
+  deliver?: NonNullable<EngineOptions['delivery']>;
   /** Start a job runner with these options. */
   jobs?: Partial<Pick<RunnerOptions, 'afterChunk' | 'leaseMs' | 'pollMs' | 'concurrency' | 'maxAttempts'>> & {
     exportPageSize?: number;
@@ -89,7 +101,19 @@ export async function startTestApp(
   const files = extras.files ?? localFileStore(path.join(config.dataDir, 'files'));
   const clock = extras.clock ?? (() => new Date());
   const cache = extras.cache ?? createMemoryCache({ max: 1000, clock: () => clock().getTime() });
+  const subscriptions = createSubscriptionEngine({
+    db,
+    workerDb: db,
+    signals,
+    fhirBase: `${config.baseUrl}fhir/R4`,
+    allowedOutboundHosts: config.allowedOutboundHosts,
+    maxSubscriptionsPerProject: config.maxSubscriptionsPerProject,
+    ...(extras.logger ? { log: extras.logger } : {}),
+    delivery: { pollMs: 50, ...extras.deliver },
+  });
+  if (extras.deliver) subscriptions.deliverer.start();
   const app = await buildApp({
+    subscriptions,
     config,
     db,
     keys,
@@ -194,9 +218,11 @@ export async function startTestApp(
       };
       return { projectId, adminToken: await client(true), memberToken: await client(false) };
     },
+    subscriptions,
     ...(runner ? { runner } : {}),
     ...(retention ? { retention } : {}),
     async close() {
+      await subscriptions.deliverer.stop();
       await retention?.stop();
       await runner?.stop();
       await app.close();

@@ -7,6 +7,7 @@ import { exportOperations } from './export.js';
 import { expungeOperation } from './expunge.js';
 import type { OperationDefinition } from './operation.js';
 import { reindexOperation } from './reindex.js';
+import { testNotificationOperation } from './test-notification.js';
 import { validateInstanceOperation, validateOperation } from './validate.js';
 import { viewDefinitionExportOperation } from './viewdefinition-export.js';
 import { viewDefinitionRunOperations } from './viewdefinition-run.js';
@@ -22,4 +23,5 @@ export const OPERATIONS: readonly OperationDefinition[] = [
   everythingOperation,
   ...viewDefinitionRunOperations,
   viewDefinitionExportOperation,
+  testNotificationOperation,
 ];

@@ -16,12 +16,9 @@ import {
   runEntry,
   type ParsedEntry,
 } from './bundle-entry.js';
-import { storeBinaryContent } from './binary-content.js';
 import type { RepoContext } from './context.js';
-import { commitCreates, createdResult, createResource } from './create.js';
+import { createdResult, createResource, storeCreates } from './create.js';
 import { storageErrorToFhir } from './storage-errors.js';
-import { insertResources } from './store.js';
-import { checkWriteRules } from './write-rules.js';
 import { prepareWrite, type PreparedWrite } from './prepare.js';
 
 export async function processBatch(
@@ -67,14 +64,11 @@ export async function processBatch(
   }
   try {
     // Without secrets the whole group is one statement, atomic on its own.
-    const prepared = group.map((g) => g.p);
-    if (prepared.some((p) => p.secrets.length))
-      await db.transaction((tx) => commitCreates(tx, ctx, prepared));
-    else {
-      await checkWriteRules(db, ctx, prepared);
-      await storeBinaryContent(ctx, prepared);
-      await insertResources(db, prepared);
-    }
+    await storeCreates(
+      db,
+      ctx,
+      group.map((g) => g.p),
+    );
     for (const g of group) out[g.i] = resultEntry(createdResult(g.p), ctx.fhirBase);
   } catch {
     for (const g of group) {

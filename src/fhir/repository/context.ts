@@ -2,6 +2,7 @@
 import type { FileStore } from '../../storage/files.js';
 import type { Actor } from '../access.js';
 import type { AccessScope } from '../types.js';
+import type { SubscriptionHooks } from '../subscriptions/subscription-writes.js';
 
 export interface RepoContext {
   actor: Actor;
@@ -23,6 +24,11 @@ export interface RepoContext {
    * row, and reads serve it from there.
    */
   binaries?: FileStore;
+  /**
+   * The subscription engine (API.md §8): the events a write's changes cause, stored with the write, and what storing a
+   * Subscription records. Absent (bootstrap, jobs, tests of the repository alone): writes notify nothing.
+   */
+  subscriptions?: SubscriptionHooks;
 }
 
 export function visible(ctx: Pick<RepoContext, 'scope'>, projectId: string): boolean {

@@ -14,6 +14,8 @@ import { storeSecrets } from './secrets.js';
 import { insertResources } from './store.js';
 import { checkWriteRules } from './write-rules.js';
 import type { Queryable } from '../../storage/db.js';
+import type { OutboxEvent } from '../subscriptions/model.js';
+import { writeChange } from '../subscriptions/outbox.js';
 
 /** Writes already prepared first versions inside the caller's transaction. */
 export async function commitCreates(
@@ -23,11 +25,35 @@ export async function commitCreates(
 ): Promise<void> {
   await checkWriteRules(tx, ctx, items);
   await storeBinaryContent(ctx, items);
-  await insertResources(tx, items);
+  await insertResources(tx, items, await createEvents(ctx, items));
   for (const it of items) {
     if (it.secrets.length)
       await storeSecrets(tx, it.resource.resourceType, it.resource.id as string, it.secrets);
   }
+}
+
+/** The subscription events of first versions (none without a subscription engine). */
+export async function createEvents(ctx: RepoContext, items: readonly PreparedWrite[]): Promise<OutboxEvent[]> {
+  if (!ctx.subscriptions) return [];
+  return ctx.subscriptions.eventsFor(
+    items.map((it) =>
+      writeChange('create', it.projectId, it.resource.resourceType, it.resource.id as string, it.versionId, it.resource),
+    ),
+  );
+}
+
+/**
+ * Stores prepared first versions: as one statement, atomic on its own (no BEGIN/COMMIT round trips), unless something
+ * beside the rows must be written with them (secrets; a Subscription's state), which takes a transaction.
+ */
+export async function storeCreates(db: Db, ctx: RepoContext, items: readonly PreparedWrite[]): Promise<void> {
+  if (items.some((p) => p.secrets.length > 0 || p.resource.resourceType === 'Subscription')) {
+    await db.transaction((tx) => commitCreates(tx, ctx, items));
+    return;
+  }
+  await checkWriteRules(db, ctx, items);
+  await storeBinaryContent(ctx, items);
+  await insertResources(db, items, await createEvents(ctx, items));
 }
 
 export function createdResult(p: PreparedWrite): FhirResult {
@@ -97,11 +123,6 @@ export async function createResource(
     if (hit) return { status: 200, body: new RawJson(hit.json), location: `${hit.resourceType}/${hit.id}` };
   }
   const prepared = prepareWrite(ctx, input, ctx.newId(), 1, ctx.clock());
-  // Without secrets a create is one statement, atomic on its own: no BEGIN/COMMIT round trips.
-  if (prepared.secrets.length === 0) {
-    await checkWriteRules(db, ctx, [prepared]);
-    await storeBinaryContent(ctx, [prepared]);
-    await insertResources(db, [prepared]);
-  } else await db.transaction((tx) => commitCreates(tx, ctx, [prepared]));
+  await storeCreates(db, ctx, [prepared]);
   return createdResult(prepared);
 }

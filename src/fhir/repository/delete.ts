@@ -7,6 +7,7 @@ import type { RepoContext } from './context.js';
 import { assertWriteReach } from './reach.js';
 import { readVisibleRow } from './read.js';
 import { writeVersion } from './store.js';
+import { writeChange } from '../subscriptions/outbox.js';
 
 export async function deleteInTx(
   tx: Queryable,
@@ -25,12 +26,17 @@ export async function deleteInTx(
   }
   assertWriteReach(ctx, row.json, resourceType, 'delete');
   const versionId = row.version_id + 1;
-  await writeVersion(tx, row.rid, resourceType, id, {
-    resource: null,
-    projectId: row.project_id,
-    versionId,
-    lastUpdated: ctx.clock(),
-  });
+  const change = writeChange('delete', row.project_id, resourceType, id, versionId, null, row.json);
+  const events = ctx.subscriptions ? await ctx.subscriptions.eventsFor([change]) : [];
+  if (resourceType === 'Subscription') await ctx.subscriptions?.deleted(tx, id);
+  await writeVersion(
+    tx,
+    row.rid,
+    resourceType,
+    id,
+    { resource: null, projectId: row.project_id, versionId, lastUpdated: ctx.clock() },
+    events,
+  );
   return {
     status: 200,
     body: outcome('information', 'informational', `Deleted ${resourceType}/${id}`),

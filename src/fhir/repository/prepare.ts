@@ -9,6 +9,7 @@ import { assertValid } from '../validation/validate.js';
 import { assertSecurityContextForm, extractBinaryData } from './binary-content.js';
 import type { RepoContext } from './context.js';
 import { extractSecrets, type ExtractedSecret } from './secrets.js';
+import { normaliseSubscription } from '../subscriptions/subscription-resource.js';
 import { assertWriteReach } from './reach.js';
 import type { NewVersion } from './store.js';
 
@@ -119,7 +120,10 @@ export function prepareWrite(
   assertId(id);
   const projectId = targetProject(ctx, input, id, existingProject);
   assertMembershipProject(input, projectId);
-  const { resource: clean, secrets, revealed } = extractSecrets(input, versionId === 1);
+  const extracted = extractSecrets(input, versionId === 1);
+  const { secrets, revealed } = extracted;
+  const clean =
+    input.resourceType === 'Subscription' ? normaliseSubscription(extracted.resource) : extracted.resource;
   const meta: Record<string, unknown> = { ...(clean.meta ?? {}) };
   delete meta.versionId;
   delete meta.lastUpdated;

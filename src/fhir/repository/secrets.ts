@@ -4,6 +4,7 @@ import crypto from 'node:crypto';
 import type { Queryable } from '../../storage/db.js';
 import { FhirError } from '../outcome.js';
 import type { Resource } from '../types.js';
+import { parseHeaders } from '../subscriptions/subscription-resource.js';
 
 /**
  * A credential to store with the resource. `hash`: only its SHA-256 (or bcrypt) hash is needed to check it.
@@ -12,7 +13,7 @@ import type { Resource } from '../types.js';
  */
 export type ExtractedSecret =
   | { kind: 'client_secret' | 'client_secret_set' | 'password_hash'; hash: string }
-  | { kind: 'idp_client_secret'; secret: string | null };
+  | { kind: 'idp_client_secret' | 'subscription_headers'; secret: string | null };
 
 type HashedKind = Extract<ExtractedSecret, { hash: string }>['kind'];
 
@@ -98,6 +99,7 @@ export function extractSecrets(
   resource: Resource,
   isCreate: boolean,
 ): { resource: Resource; secrets: ExtractedSecret[]; revealed?: string } {
+  if (resource.resourceType === 'Subscription') return extractSubscriptionHeaders(resource);
   const dropped = DROPPED[resource.resourceType];
   if (!dropped) return { resource, secrets: [] };
   let clean: Record<string, unknown> = { ...resource };
@@ -119,6 +121,31 @@ export function extractSecrets(
     if (idp.secret) secrets.push(idp.secret);
   }
   return { resource: clean as Resource, secrets, ...(revealed ? { revealed } : {}) };
+}
+
+/**
+ * Subscription.channel.header (API.md §8): write-only, like a secret — the values often carry the receiver's
+ * credentials. Kept apart as JSON `[name, value][]`; an update without headers keeps the stored ones.
+ */
+function extractSubscriptionHeaders(resource: Resource): { resource: Resource; secrets: ExtractedSecret[] } {
+  const channel = resource.channel as Record<string, unknown> | undefined;
+  if (!isRecord(channel) || !('header' in channel)) return { resource, secrets: [] };
+  const { header, ...rest } = channel;
+  const pairs = parseHeaders(header);
+  return {
+    resource: { ...resource, channel: rest },
+    secrets: [{ kind: 'subscription_headers', secret: JSON.stringify(pairs) }],
+  };
+}
+
+/** The headers a Subscription's notifications carry (extractSubscriptionHeaders). */
+export async function readSubscriptionHeaders(db: Queryable, id: string): Promise<[string, string][]> {
+  const r = await db.query<{ secret: string | null }>(
+    `SELECT secret FROM credentials WHERE resource_type = 'Subscription' AND id = $1 AND kind = 'subscription_headers'`,
+    [id],
+  );
+  const text = r.rows[0]?.secret;
+  return text ? (JSON.parse(text) as [string, string][]) : [];
 }
 
 export async function storeSecrets(

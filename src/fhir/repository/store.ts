@@ -3,6 +3,8 @@ import type { Queryable } from '../../storage/db.js';
 import { stringifyJson, stringifyOnce } from '../json/stringify.js';
 import type { Resource } from '../types.js';
 import { indexCtes, replaceIndexCtes } from '../search/index-writer.js';
+import type { OutboxEvent } from '../subscriptions/model.js';
+import { outboxCte } from '../subscriptions/outbox.js';
 
 export interface StoredRow {
   rid: number;
@@ -60,7 +62,11 @@ export interface NewVersion {
  * Inserts first versions of many resources — current row, history row and search index — in ONE statement, so a
  * create is one round trip (a single statement is atomic on its own; callers needing more wrap it in a transaction).
  */
-export async function insertResources(tx: Queryable, items: readonly NewVersion[]): Promise<void> {
+export async function insertResources(
+  tx: Queryable,
+  items: readonly NewVersion[],
+  events: readonly OutboxEvent[] = [],
+): Promise<void> {
   if (items.length === 0) return;
   // Each resource is serialised once, here: the row around it is small, and the answer (stringifyJson of the same
   // object, reply.ts or a Bundle entry) reuses the text.
@@ -77,6 +83,9 @@ export async function insertResources(tx: Queryable, items: readonly NewVersion[
   });
   const params: unknown[] = [`[${rows.join(',')}]`];
   const index = indexCtes(items, params, 'ins');
+  // The subscription events of these versions, in the same statement: stored exactly when the versions are.
+  const outbox = outboxCte(events, params);
+  if (outbox) index.push(outbox);
   await tx.query(
     `WITH ins AS (
        INSERT INTO resources (resource_type, id, project_id, version_id, last_updated, deleted, content)
@@ -106,6 +115,7 @@ export async function writeVersion(
     lastUpdated: Date;
     previous?: string;
   },
+  events: readonly OutboxEvent[] = [],
 ): Promise<void> {
   const deleted = v.resource === null;
   const lastUpdated = v.lastUpdated.toISOString();
@@ -114,6 +124,8 @@ export async function writeVersion(
   const content = deleted ? null : stringifyJson(v.resource);
   const params: unknown[] = [rid, v.versionId, lastUpdated, content, resourceType, id, v.projectId, deleted];
   const index = replaceIndexCtes(rid, v.resource, params);
+  const outbox = outboxCte(events, params);
+  if (outbox) index.push(outbox);
   await tx.query(
     `WITH upd AS (
        UPDATE resources SET version_id = $2, last_updated = $3, deleted = $8,

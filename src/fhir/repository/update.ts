@@ -12,6 +12,7 @@ import { storeSecrets } from './secrets.js';
 import { assertWriteReach, inReach } from './reach.js';
 import { selectCurrent, writeVersion, type StoredRow } from './store.js';
 import { checkWriteRules } from './write-rules.js';
+import { writeChange } from '../subscriptions/outbox.js';
 
 /** Parses `W/"3"` or `"3"` or `3`; a malformed If-Match is a 400. */
 export function parseIfMatch(value: string): number {
@@ -59,7 +60,17 @@ export async function writeNextVersion(
   );
   await checkWriteRules(tx, ctx, [prepared]);
   await storeBinaryContent(ctx, [prepared]);
-  await writeVersion(tx, row.rid, row.resource_type, row.id, prepared);
+  const change = writeChange(
+    row.deleted ? 'create' : 'update',
+    row.project_id,
+    row.resource_type,
+    row.id,
+    prepared.versionId,
+    prepared.resource,
+    row.deleted ? null : row.json,
+  );
+  const events = ctx.subscriptions ? await ctx.subscriptions.eventsFor([change]) : [];
+  await writeVersion(tx, row.rid, row.resource_type, row.id, prepared, events);
   if (prepared.secrets.length) await storeSecrets(tx, row.resource_type, row.id, prepared.secrets);
   return { ...createdResult(prepared), status: 200 };
 }

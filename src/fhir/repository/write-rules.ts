@@ -17,6 +17,8 @@ export async function checkWriteRules(
   await checkTargetProjects(db, ctx, items);
   await checkMembershipTargets(db, items);
   await checkOutboundUrls(ctx, items);
+  if (ctx.subscriptions && items.some((it) => it.resource.resourceType === 'Subscription'))
+    await ctx.subscriptions.beforeStore(db, ctx, items);
 }
 
 /**

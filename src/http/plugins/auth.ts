@@ -32,7 +32,10 @@ export function principalOf(request: FastifyRequest): Principal {
 
 export function repoContext(
   request: FastifyRequest,
-  env: Pick<RepoContext, 'clock' | 'newId' | 'fhirBase' | 'allowedOutboundHosts' | 'binaries'>,
+  env: Pick<
+    RepoContext,
+    'clock' | 'newId' | 'fhirBase' | 'allowedOutboundHosts' | 'binaries' | 'subscriptions'
+  >,
 ): RepoContext {
   const p = principalOf(request);
   const actor = actorOf(p);

@@ -7,6 +7,7 @@ import { handling } from '../../fhir/operations/export-params.js';
 import { FhirError } from '../../fhir/outcome.js';
 import { processBatch } from '../../fhir/repository/batch.js';
 import type { RepoContext } from '../../fhir/repository/context.js';
+import type { SubscriptionHooks } from '../../fhir/subscriptions/subscription-writes.js';
 import { conditionalDelete, conditionalPatch, conditionalUpdate } from '../../fhir/repository/conditional.js';
 import { searchCompartment } from '../../fhir/repository/compartment-search.js';
 import { createResource } from '../../fhir/repository/create.js';
@@ -36,6 +37,8 @@ export interface FhirRouteDeps {
   maxBundleEntries: number;
   /** Config `allowedOutboundHosts`, for the save-time check of ClientApplication URLs (write-rules.ts). */
   allowedOutboundHosts?: readonly string[];
+  /** The subscription engine's write hooks (API.md §8). */
+  subscriptions?: SubscriptionHooks;
   /** Told how many resources a request wrote (keeps planner statistics fresh during bulk loads). */
   written: (rows: number) => void;
   /** Where Binary contents live (absent: in their rows, as base64 `data`), and the largest raw upload in bytes. */
@@ -78,6 +81,7 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     fhirBase: deps.fhirBase,
     ...(deps.allowedOutboundHosts ? { allowedOutboundHosts: deps.allowedOutboundHosts } : {}),
     ...(deps.binaries ? { binaries: deps.binaries } : {}),
+    ...(deps.subscriptions ? { subscriptions: deps.subscriptions } : {}),
   };
   const ctx = (req: FastifyRequest): RepoContext => repoContext(req, env);
   const send = (reply: FastifyReply, r: FhirResult): FastifyReply => sendResult(reply, r, deps.fhirBase);

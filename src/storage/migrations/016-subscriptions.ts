@@ -8,6 +8,10 @@ export const sql = `
 CREATE TABLE subscription_state (
   subscription_id text PRIMARY KEY,
   project_id text NOT NULL,
+  -- Whose read access bounds what the subscription tells (model.ts SubscriptionAuthor), recorded at each save.
+  author jsonb NOT NULL,
+  -- The backport-heartbeat-period of a topic-based rest-hook (0: none); a heartbeat is due when nothing was sent for it.
+  heartbeat_seconds int NOT NULL DEFAULT 0,
   -- Highest event number given so far (events-since-subscription-start) and the highest delivered.
   events_count bigint NOT NULL DEFAULT 0,
   delivered_count bigint NOT NULL DEFAULT 0,

@@ -1,0 +1,65 @@
+// The subscription engine of one process (API.md §8): the registry of active subscriptions, the hooks the repository
+// calls on every write, and the delivery workers. Built once and passed in (main.ts, test/support/app.ts).
+import type { Db, Queryable } from '../../storage/db.js';
+import type { Signals } from '../../storage/signals.js';
+import { createDeliverer, type Deliverer, type DelivererOptions } from './deliverer.js';
+import { eventsFor } from './matcher.js';
+import { createSubscriptionRegistry, SUBSCRIPTIONS_CHANNEL, type SubscriptionRegistry } from './registry.js';
+import { subscriptionDeleted, subscriptionsBeforeStore, type SubscriptionHooks } from './subscription-writes.js';
+
+export interface SubscriptionEngine {
+  registry: SubscriptionRegistry;
+  hooks: SubscriptionHooks;
+  deliverer: Deliverer;
+}
+
+export interface EngineOptions {
+  /** The database of the requests (registry loads). */
+  db: Queryable;
+  /** The database of the delivery workers (no statement timeout). */
+  workerDb: Db;
+  signals: Signals;
+  fhirBase: string;
+  allowedOutboundHosts: readonly string[];
+  maxSubscriptionsPerProject: number;
+  log?: { warn(obj: unknown, msg: string): void };
+  delivery?: Partial<Omit<DelivererOptions, 'db' | 'signals' | 'registry' | 'fhirBase' | 'allowedOutboundHosts'>>;
+}
+
+export function createSubscriptionEngine(opts: EngineOptions): SubscriptionEngine {
+  const registry = createSubscriptionRegistry({
+    db: opts.db,
+    signals: opts.signals,
+    ...(opts.log ? { log: opts.log } : {}),
+  });
+  const deliverer = createDeliverer({
+    db: opts.workerDb,
+    signals: opts.signals,
+    registry,
+    fhirBase: opts.fhirBase,
+    allowedOutboundHosts: opts.allowedOutboundHosts,
+    ...(opts.log ? { log: opts.log } : {}),
+    ...opts.delivery,
+  });
+  // After a write that recorded events: this process's deliverer at once, the others through the signal. A wake
+  // that comes before the commit finds nothing; the next poll (DelivererOptions.pollMs) does.
+  const wakeAll = (): void => {
+    setTimeout(() => {
+      deliverer.wake();
+      void opts.signals.publish(SUBSCRIPTIONS_CHANNEL, 'wake').catch(() => undefined);
+    }, 5).unref();
+  };
+  const hooks: SubscriptionHooks = {
+    async eventsFor(changes) {
+      const events = await eventsFor(registry, changes);
+      if (events.length > 0) wakeAll();
+      return events;
+    },
+    async beforeStore(tx, writer, items) {
+      await subscriptionsBeforeStore(tx, writer, items, opts.maxSubscriptionsPerProject);
+      wakeAll();
+    },
+    deleted: subscriptionDeleted,
+  };
+  return { registry, hooks, deliverer };
+}
