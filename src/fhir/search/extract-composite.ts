@@ -55,26 +55,34 @@ function compositesOf(resourceType: string): readonly SearchParamInfo[] {
 /** The composite index values of a resource. */
 export function compositeValues(resource: Resource): ExtractedValues[] {
   const out: ExtractedValues[] = [];
-  for (const param of compositesOf(resource.resourceType)) {
-    let grp = 0;
-    for (const base of splitUnion(param.expression)) {
-      for (const element of elementsAt(resource, base)) {
-        const parts = (param.components ?? []).map((c) => {
-          try {
-            return toIndexValues(
-              c.type,
-              fhirpathEvaluator(c.expression, base)(element as Record<string, unknown>),
-            );
-          } catch {
-            return [];
-          }
-        });
-        // An element lacking a component can never match all of them.
-        if (parts.every((values) => values.length > 0)) {
-          parts.forEach((values, k) => out.push({ code: `${param.code}$${k}`, values, grp }));
+  for (const param of compositesOf(resource.resourceType)) compositeValuesOf(resource, param, out);
+  return out;
+}
+
+/** The index values of one composite parameter of a resource (appended to `out`), as compositeValues writes them. */
+export function compositeValuesOf(
+  resource: Resource,
+  param: SearchParamInfo,
+  out: ExtractedValues[] = [],
+): ExtractedValues[] {
+  let grp = 0;
+  for (const base of splitUnion(param.expression)) {
+    for (const element of elementsAt(resource, base)) {
+      const parts = (param.components ?? []).map((c) => {
+        try {
+          return toIndexValues(
+            c.type,
+            fhirpathEvaluator(c.expression, base)(element as Record<string, unknown>),
+          );
+        } catch {
+          return [];
         }
-        grp++;
+      });
+      // An element lacking a component can never match all of them.
+      if (parts.every((values) => values.length > 0)) {
+        parts.forEach((values, k) => out.push({ code: `${param.code}$${k}`, values, grp }));
       }
+      grp++;
     }
   }
   return out;
