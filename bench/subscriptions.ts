@@ -32,7 +32,12 @@ interface Arrival {
   lastUpdated: number;
 }
 
-async function receiver(): Promise<{ host: string; url: string; arrivals: Arrival[]; close(): Promise<void> }> {
+async function receiver(): Promise<{
+  host: string;
+  url: string;
+  arrivals: Arrival[];
+  close(): Promise<void>;
+}> {
   const arrivals: Arrival[] = [];
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -57,7 +62,13 @@ async function receiver(): Promise<{ host: string; url: string; arrivals: Arriva
   };
 }
 
-async function api(base: string, token: string, method: string, url: string, body?: unknown): Promise<unknown> {
+async function api(
+  base: string,
+  token: string,
+  method: string,
+  url: string,
+  body?: unknown,
+): Promise<unknown> {
   const res = await fetch(`${base}fhir/R4/${url}`, {
     method,
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
@@ -93,7 +104,12 @@ async function project(base: string, admin: string, name: string): Promise<strin
   return ((await res.json()) as { access_token: string }).access_token;
 }
 
-async function subscribe(base: string, token: string, endpoint: string, code: (i: number) => string): Promise<void> {
+async function subscribe(
+  base: string,
+  token: string,
+  endpoint: string,
+  code: (i: number) => string,
+): Promise<void> {
   for (let i = 0; i < SUBSCRIPTIONS; i++) {
     await api(base, token, 'POST', 'Subscription', {
       resourceType: 'Subscription',
@@ -108,13 +124,13 @@ async function subscribe(base: string, token: string, endpoint: string, code: (i
 async function creates(base: string, token: string, duration: number): Promise<number> {
   const body = JSON.stringify(observation('8867-4'));
   const r = await autocannon({
-    url: `${base}fhir/R4/Observation`,
+    url: base,
     connections: 10,
     duration,
-    method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
-    body,
+    requests: [{ method: 'POST', path: '/fhir/R4/Observation', body }],
   });
+  if (r.non2xx + r.errors > 0) throw new Error(`creates failed: ${r.non2xx} non-2xx, ${r.errors} errors`);
   return r.requests.average;
 }
 
@@ -144,7 +160,8 @@ export async function benchSubscriptions(runs: number, duration: number, notes: 
       `subscriptions: create Observation ${Math.round(a)} req/s with none, ${Math.round(b)} req/s with ${SUBSCRIPTIONS} ` +
         `active subscriptions on Observation that do not match (ratio ${(b / a).toFixed(2)}; medians of ${runs} interleaved runs)`,
     );
-    if (rx.arrivals.length) notes.push(`subscriptions: ${rx.arrivals.length} notifications that should not exist`);
+    if (rx.arrivals.length)
+      notes.push(`subscriptions: ${rx.arrivals.length} notifications that should not exist`);
 
     const busy = await project(server.base, admin, 'subs-busy');
     await subscribe(server.base, busy, rx.url, () => '8867-4');
@@ -158,7 +175,8 @@ export async function benchSubscriptions(runs: number, duration: number, notes: 
       }),
     );
     const writesDone = Date.now();
-    while (rx.arrivals.length < expected && Date.now() - started < 300_000) await new Promise((r) => setTimeout(r, 50));
+    while (rx.arrivals.length < expected && Date.now() - started < 300_000)
+      await new Promise((r) => setTimeout(r, 50));
     const seconds = ((rx.arrivals.at(-1)?.at ?? Date.now()) - started) / 1000;
     const latency = rx.arrivals.map((x) => x.at - x.lastUpdated);
     notes.push(

@@ -28,7 +28,11 @@ describe.runIf(url && postgres)('subscriptions across two instances on PostgreSQ
     const database = postgres as NonNullable<typeof postgres>;
     const deliver = { pollMs: 50, concurrency: 4 };
     a = await startTestApp(database, { allowedOutboundHosts: [rx.host] }, { signals: sig(), deliver });
-    b = await startTestApp(database, { allowedOutboundHosts: [rx.host] }, { db: a.db, signals: sig(), deliver });
+    b = await startTestApp(
+      database,
+      { allowedOutboundHosts: [rx.host] },
+      { db: a.db, signals: sig(), deliver },
+    );
   });
   afterAll(async () => {
     await b?.close();

@@ -64,8 +64,12 @@ describe.each(testDatabases())('classic rest-hook subscriptions on $name', (data
     expect(sub.status).toBe(201);
     expect(sub.body.status).toBe('active');
     expect(JSON.stringify(sub.body)).not.toContain('receiver-secret');
-    const read = await t.request({ method: 'GET', url: `${t.fhir}/Subscription/${sub.body.id as string}`, token: project.adminToken });
-    expect(read.json().channel.header).toBeUndefined();
+    const read = await t.request({
+      method: 'GET',
+      url: `${t.fhir}/Subscription/${sub.body.id as string}`,
+      token: project.adminToken,
+    });
+    expect((read.json() as { channel: { header?: unknown } }).channel.header).toBeUndefined();
     expect(read.body).not.toContain('receiver-secret');
 
     const made = await postResource(t, project.memberToken, observation('8867-4', 71));
@@ -76,7 +80,7 @@ describe.each(testDatabases())('classic rest-hook subscriptions on $name', (data
       method: 'PUT',
       url: `${t.fhir}/Observation/${id}`,
       token: project.memberToken,
-      payload: { ...made.json(), valueQuantity: { value: 72, unit: '/min' } },
+      payload: { ...(made.json() as object), valueQuantity: { value: 72, unit: '/min' } },
     });
     expect(updated.statusCode).toBe(200);
     const got = await rx.waitFor(2, { path: '/payload' });
@@ -122,7 +126,10 @@ describe.each(testDatabases())('classic rest-hook subscriptions on $name', (data
       type: 'transaction',
       entry: [
         { request: { method: 'POST', url: 'Observation' }, resource: observation('8867-4') },
-        { request: { method: 'PUT', url: 'Observation/does-not-exist' }, resource: { resourceType: 'Patient' } },
+        {
+          request: { method: 'PUT', url: 'Observation/does-not-exist' },
+          resource: { resourceType: 'Patient' },
+        },
       ],
     };
     const res = await t.request({ method: 'POST', url: t.fhir, token: project.adminToken, payload: bundle });
@@ -199,7 +206,11 @@ describe.each(testDatabases())('classic rest-hook subscriptions on $name', (data
     await sleep(300);
     expect(rx.received.filter((r) => r.path === '/isolated')).toHaveLength(0);
     const id = sub.body.id as string;
-    const read = await t.request({ method: 'GET', url: `${t.fhir}/Subscription/${id}`, token: other.adminToken });
+    const read = await t.request({
+      method: 'GET',
+      url: `${t.fhir}/Subscription/${id}`,
+      token: other.adminToken,
+    });
     expect(read.statusCode).toBe(404);
     const test = await t.request({
       method: 'POST',
@@ -224,7 +235,10 @@ describe.each(testDatabases())('classic rest-hook subscriptions on $name', (data
 
   it('refuses endpoints and criteria it cannot serve with a 400 naming the element', async () => {
     const cases: [Record<string, unknown>, string][] = [
-      [{ channel: { type: 'rest-hook', endpoint: 'http://169.254.169.254/latest' } }, 'subscription.endpoint-refused'],
+      [
+        { channel: { type: 'rest-hook', endpoint: 'http://169.254.169.254/latest' } },
+        'subscription.endpoint-refused',
+      ],
       [{ channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:1/x' } }, 'subscription.endpoint-refused'],
       [{ channel: { type: 'rest-hook', endpoint: 'ftp://example.org/x' } }, 'subscription.endpoint'],
       [{ channel: { type: 'rest-hook' } }, 'subscription.endpoint'],
@@ -321,7 +335,9 @@ describe.each(testDatabases())('a persistently failing rest-hook on $name', (dat
     let sub: Record<string, unknown> = {};
     for (let i = 0; i < 60 && sub.status !== 'error'; i++) {
       await sleep(100);
-      sub = (await t.request({ method: 'GET', url: `${t.fhir}/Subscription/${id}`, token: adminToken })).json();
+      sub = (
+        await t.request({ method: 'GET', url: `${t.fhir}/Subscription/${id}`, token: adminToken })
+      ).json();
     }
     expect(sub.status).toBe('error');
     expect(String(sub.error)).toContain('500');

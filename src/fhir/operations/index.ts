@@ -8,6 +8,8 @@ import { expungeOperation } from './expunge.js';
 import type { OperationDefinition } from './operation.js';
 import { reindexOperation } from './reindex.js';
 import { testNotificationOperation } from './test-notification.js';
+import { subscriptionEventsOperation } from './subscription-events.js';
+import { subscriptionStatusOperation } from './subscription-status.js';
 import { validateInstanceOperation, validateOperation } from './validate.js';
 import { viewDefinitionExportOperation } from './viewdefinition-export.js';
 import { viewDefinitionRunOperations } from './viewdefinition-run.js';
@@ -24,4 +26,6 @@ export const OPERATIONS: readonly OperationDefinition[] = [
   ...viewDefinitionRunOperations,
   viewDefinitionExportOperation,
   testNotificationOperation,
+  subscriptionStatusOperation,
+  subscriptionEventsOperation,
 ];

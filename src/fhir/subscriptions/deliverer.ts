@@ -15,7 +15,7 @@ import type { SubscriptionRegistry } from './registry.js';
 import { SUBSCRIPTIONS_CHANNEL } from './registry.js';
 import { renderBundle, renderClassic } from './render.js';
 import { readSubscription, type SubscriptionShape } from './subscription-resource.js';
-import { setSubscriptionStatus } from './subscription-status.js';
+import { setSubscriptionStatus } from './status-change.js';
 
 export interface DelivererOptions {
   db: Db;
@@ -218,7 +218,8 @@ export function createDeliverer(opts: DelivererOptions): Deliverer {
     body: string | undefined,
   ): Promise<string | undefined> {
     const headers: Record<string, string> = {};
-    for (const [name, value] of await readSubscriptionHeaders(db, state.subscription_id)) headers[name] = value;
+    for (const [name, value] of await readSubscriptionHeaders(db, state.subscription_id))
+      headers[name] = value;
     if (body !== undefined) headers['content-type'] = 'application/fhir+json';
     headers['x-cinder-subscription'] = state.subscription_id;
     headers['x-cinder-event-number'] = row.event_number ?? '0';
@@ -228,7 +229,13 @@ export function createDeliverer(opts: DelivererOptions): Deliverer {
       const res = await outboundRequest(
         shape.endpoint as string,
         { allowedHosts: opts.allowedOutboundHosts },
-        { method: 'POST', headers, ...(body !== undefined ? { body } : { body: '' }), timeoutMs: deadline, maxBytes: RESPONSE_LIMIT },
+        {
+          method: 'POST',
+          headers,
+          ...(body !== undefined ? { body } : { body: '' }),
+          timeoutMs: deadline,
+          maxBytes: RESPONSE_LIMIT,
+        },
       );
       if (res.status >= 200 && res.status < 300) return undefined;
       return `the endpoint answered ${res.status}`;
@@ -287,7 +294,8 @@ export function createDeliverer(opts: DelivererOptions): Deliverer {
     );
     if (shape.channel === 'websocket') {
       const numbers = r.rows.filter((e) => e.event_number !== null).map((e) => Number(e.event_number));
-      if (numbers.length && opts.announce) await opts.announce(id, Math.min(...numbers), Math.max(...numbers));
+      if (numbers.length && opts.announce)
+        await opts.announce(id, Math.min(...numbers), Math.max(...numbers));
       for (const row of r.rows) await delivered(state, row);
       return r.rows.length > 0;
     }

@@ -5,7 +5,11 @@ import type { Signals } from '../../storage/signals.js';
 import { createDeliverer, type Deliverer, type DelivererOptions } from './deliverer.js';
 import { eventsFor } from './matcher.js';
 import { createSubscriptionRegistry, SUBSCRIPTIONS_CHANNEL, type SubscriptionRegistry } from './registry.js';
-import { subscriptionDeleted, subscriptionsBeforeStore, type SubscriptionHooks } from './subscription-writes.js';
+import {
+  subscriptionDeleted,
+  subscriptionsBeforeStore,
+  type SubscriptionHooks,
+} from './subscription-writes.js';
 
 export interface SubscriptionEngine {
   registry: SubscriptionRegistry;
@@ -23,7 +27,9 @@ export interface EngineOptions {
   allowedOutboundHosts: readonly string[];
   maxSubscriptionsPerProject: number;
   log?: { warn(obj: unknown, msg: string): void };
-  delivery?: Partial<Omit<DelivererOptions, 'db' | 'signals' | 'registry' | 'fhirBase' | 'allowedOutboundHosts'>>;
+  delivery?: Partial<
+    Omit<DelivererOptions, 'db' | 'signals' | 'registry' | 'fhirBase' | 'allowedOutboundHosts'>
+  >;
 }
 
 export function createSubscriptionEngine(opts: EngineOptions): SubscriptionEngine {

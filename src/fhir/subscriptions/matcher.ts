@@ -6,7 +6,7 @@ import { versionInReach } from '../search/patient-reach.js';
 import type { Resource } from '../types.js';
 import type { OutboxEvent, SubscriptionAuthor, WriteChange } from './model.js';
 import type { RegisteredSubscription, SubscriptionRegistry } from './registry.js';
-import { filtersMatch } from './topic.js';
+import { filtersMatch } from './topic-filters.js';
 
 /** The author's access as the one access module judges it (API.md §3: project, scopes, patient compartment). */
 export function authorActor(author: SubscriptionAuthor): Actor {

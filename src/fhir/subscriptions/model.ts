@@ -5,11 +5,7 @@ import type { Resource } from '../types.js';
 export type ContentLevel = 'empty' | 'id-only' | 'full-resource';
 export type ChannelType = 'rest-hook' | 'websocket';
 export type NotificationType =
-  | 'handshake'
-  | 'heartbeat'
-  | 'event-notification'
-  | 'query-status'
-  | 'query-event';
+  'handshake' | 'heartbeat' | 'event-notification' | 'query-status' | 'query-event';
 /** What an outbox row is: an event of a change, or a notification that is not one (never numbered as an event). */
 export type OutboxKind = 'event-notification' | 'handshake' | 'heartbeat' | 'test';
 export type TriggerInteraction = 'create' | 'update' | 'delete';
@@ -22,7 +18,8 @@ export const EXT = {
   timeout: `${BACKPORT}/backport-timeout`,
   maxCount: `${BACKPORT}/backport-max-count`,
   topicCanonical: `${BACKPORT}/backport-topic-canonical`,
-  capabilityTopic: 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/capabilitystatement-subscriptiontopic-canonical',
+  capabilityTopic:
+    'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/capabilitystatement-subscriptiontopic-canonical',
 } as const;
 
 /**

@@ -9,7 +9,8 @@ import type { Resource } from '../types.js';
 import { compileCriteria } from './match-search.js';
 import type { ActiveSubscription, CompiledCriteria, SubscriptionAuthor, WriteChange } from './model.js';
 import { readSubscription } from './subscription-resource.js';
-import { compileFilters, compileTopic } from './topic.js';
+import { compileTopic } from './topic.js';
+import { compileFilters } from './topic-filters.js';
 
 export const SUBSCRIPTIONS_CHANNEL = 'subscriptions';
 const MAX_AGE_MS = 30_000;

@@ -152,7 +152,10 @@ export function storedStatus(shape: SubscriptionShape): string {
 }
 
 /** The rest-hook endpoint's form and target (API.md §2's outbound rule), checked when the Subscription is saved. */
-export async function assertEndpoint(shape: SubscriptionShape, allowedHosts: readonly string[]): Promise<void> {
+export async function assertEndpoint(
+  shape: SubscriptionShape,
+  allowedHosts: readonly string[],
+): Promise<void> {
   if (shape.channel !== 'rest-hook') return;
   const element = 'Subscription.channel.endpoint';
   if (!shape.endpoint) throw bad(`${element} is required for a rest-hook`, 'subscription.endpoint', element);
@@ -180,7 +183,10 @@ export function parseHeaders(headers: unknown): [string, string][] {
       'Subscription.channel.header',
     );
   return headers.map((h: unknown) => {
-    const m = typeof h === 'string' ? /^([!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}):[ \t]*([^\r\n\0]{0,4000})$/.exec(h) : null;
+    const m =
+      typeof h === 'string'
+        ? /^([!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}):[ \t]*([^\r\n\0]{0,4000})$/.exec(h)
+        : null;
     if (!m) {
       throw bad(
         'Each Subscription.channel.header must be "Name: value" on one line',

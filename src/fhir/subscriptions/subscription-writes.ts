@@ -8,7 +8,8 @@ import type { Resource } from '../types.js';
 import type { OutboxEvent, SubscriptionAuthor, WriteChange } from './model.js';
 import { compileFor } from './registry.js';
 import { assertEndpoint, readSubscription, type SubscriptionShape } from './subscription-resource.js';
-import { compileFilters, compileTopic } from './topic.js';
+import { compileTopic } from './topic.js';
+import { compileFilters } from './topic-filters.js';
 
 /** The subscription engine as the repository sees it (RepoContext.subscriptions). */
 export interface SubscriptionHooks {
@@ -70,7 +71,8 @@ async function assertRoom(tx: Queryable, item: StoredItem, max: number): Promise
   }
 }
 
-function authorOf(writer: Writer, projectId: string): SubscriptionAuthor {
+/** A writer's (or a reader's) access as a SubscriptionAuthor: what the notifications it gets may hold. */
+export function authorOf(writer: Writer, projectId: string): SubscriptionAuthor {
   const a = writer.actor;
   return {
     projectId,
@@ -84,7 +86,12 @@ function authorOf(writer: Writer, projectId: string): SubscriptionAuthor {
 }
 
 /** Records the author, resets the retry state of a (re-)activated subscription, and queues or drops events. */
-async function recordState(tx: Queryable, shape: SubscriptionShape, item: StoredItem, writer: Writer): Promise<void> {
+async function recordState(
+  tx: Queryable,
+  shape: SubscriptionShape,
+  item: StoredItem,
+  writer: Writer,
+): Promise<void> {
   const id = item.resource.id as string;
   const live = shape.status === 'requested' || shape.status === 'active';
   await tx.query(
@@ -106,7 +113,9 @@ async function recordState(tx: Queryable, shape: SubscriptionShape, item: Stored
   if (shape.status === 'off') {
     // API.md §8: events that happen while a subscription is off are never delivered later, nor are those still
     // waiting when it was turned off.
-    await tx.query(`DELETE FROM subscription_events WHERE subscription_id = $1 AND delivered_at IS NULL`, [id]);
+    await tx.query(`DELETE FROM subscription_events WHERE subscription_id = $1 AND delivered_at IS NULL`, [
+      id,
+    ]);
   }
   if (shape.status === 'requested' && shape.form === 'topic' && shape.channel === 'rest-hook') {
     await tx.query(
