@@ -11,6 +11,7 @@ import { JobsPage } from './pages/jobs.js';
 import { ClientsPage } from './pages/clients.js';
 import { PeoplePage } from './pages/people.js';
 import { ResourcesPage } from './pages/resources.js';
+import { SubscriptionsPage } from './pages/subscriptions.js';
 import { ErrorBox, message } from './ui.js';
 
 export interface Me {
@@ -35,6 +36,7 @@ const NAV: { route: string; label: string }[] = [
   { route: 'people', label: 'People' },
   { route: 'clients', label: 'Applications' },
   { route: 'jobs', label: 'Jobs' },
+  { route: 'subscriptions', label: 'Subscriptions' },
   { route: 'csv', label: 'CSV builder' },
   { route: 'resources', label: 'Resources' },
 ];
@@ -43,7 +45,10 @@ function SignIn({ env, error, route }: { env: Env; error?: string; route: string
   return (
     <main id="main" class="signin">
       <h1>Cinder console</h1>
-      <p>Administer a Cinder FHIR server: people, applications, export jobs, CSV exports and resources.</p>
+      <p>
+        Administer a Cinder FHIR server: people, applications, export jobs, subscriptions, CSV exports and
+        resources.
+      </p>
       <ErrorBox error={error} />
       <button class="primary" onClick={() => void startSignIn(env, route)}>
         Sign in
@@ -184,6 +189,7 @@ export function App({ env }: { env: Env }) {
         {section === 'people' ? <PeoplePage {...props} /> : null}
         {section === 'clients' ? <ClientsPage {...props} /> : null}
         {section === 'jobs' ? <JobsPage {...props} /> : null}
+        {section === 'subscriptions' ? <SubscriptionsPage {...props} /> : null}
         {section === 'csv' ? <CsvPage {...props} /> : null}
         {section === 'resources' ? <ResourcesPage {...props} /> : null}
         {!NAV.some((n) => n.route === section) ? <p>No such page.</p> : null}

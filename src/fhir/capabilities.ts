@@ -1,10 +1,12 @@
 // GET /metadata: the CapabilityStatement, derived from what is registered (types, search parameters), so it
 // lists only what works. https://hl7.org/fhir/R4/capabilitystatement.html
+import type { Queryable } from '../storage/db.js';
 import { resourceTypes } from './definitions/index.js';
 import { OPERATIONS } from './operations/index.js';
 import type { OperationDefinition } from './operations/operation.js';
 import { isIndexedComposite } from './search/extract-composite.js';
 import { searchParamsOf } from './search/registry.js';
+import { EXT, type ChannelType } from './subscriptions/model.js';
 
 const INTERACTIONS = [
   'read',
@@ -24,6 +26,19 @@ const BINARY_DOCUMENTATION =
   'securityContext from X-Security-Context. read and vread answer the raw content with its contentType unless ' +
   'FHIR JSON is asked for (Accept or _format), which gets the resource with base64 data. Search and history ' +
   'entries carry no data.';
+
+/**
+ * The channel types Subscription notifications go out on (API.md §8). R4's CapabilityStatement has no element for
+ * them and the Backport IG's `backport-channel-type` extension applies to Subscription.channel.type only, so they are
+ * listed with this Cinder extension (valueCode from R4's subscription-channel-type codes) on the Subscription entry.
+ */
+export const CHANNEL_TYPE_EXTENSION = 'https://cinder.dev/fhir/StructureDefinition/subscription-channel-type';
+const CHANNEL_TYPES: readonly ChannelType[] = ['rest-hook', 'websocket'];
+
+const SUBSCRIPTION_DOCUMENTATION =
+  'Classic R4 subscriptions (criteria is a search) and topic-based ones as the Subscriptions R5 Backport IG says ' +
+  '(criteria is a SubscriptionTopic canonical). Channels: rest-hook and websocket ($get-ws-binding-token). The ' +
+  "topics listed here are the active SubscriptionTopics of the caller's project, for an authenticated caller only.";
 
 /** `rest.operation` / `rest.resource.operation` entries for the operations at `level` on `type`. */
 function operations(
@@ -96,7 +111,19 @@ function revIncludes(): Map<string, string[]> {
   return map;
 }
 
-export function capabilityStatement(fhirBase: string, now: Date): Record<string, unknown> {
+/**
+ * The CapabilityStatement of this server. `topicUrls`: the SubscriptionTopic canonicals to advertise on the
+ * Subscription entry (the caller's project's active topics, activeTopicUrls); none for an anonymous caller.
+ */
+export function capabilityStatement(
+  fhirBase: string,
+  now: Date,
+  topicUrls: readonly string[] = [],
+): Record<string, unknown> {
+  return withSubscriptionTopics(baseStatement(fhirBase, now), topicUrls);
+}
+
+function baseStatement(fhirBase: string, now: Date): Record<string, unknown> {
   return {
     resourceType: 'CapabilityStatement',
     status: 'active',
@@ -114,8 +141,14 @@ export function capabilityStatement(fhirBase: string, now: Date): Record<string,
         interaction: [{ code: 'transaction' }, { code: 'batch' }, { code: 'history-system' }],
         operation: operations(fhirBase, (op) => op.level === 'system'),
         resource: resourceTypes().map((type) => ({
+          ...(type === 'Subscription'
+            ? {
+                extension: CHANNEL_TYPES.map((valueCode) => ({ url: CHANNEL_TYPE_EXTENSION, valueCode })),
+              }
+            : {}),
           type,
           ...(type === 'Binary' ? { documentation: BINARY_DOCUMENTATION } : {}),
+          ...(type === 'Subscription' ? { documentation: SUBSCRIPTION_DOCUMENTATION } : {}),
           interaction: INTERACTIONS.map((code) => ({ code })),
           versioning: 'versioned',
           readHistory: true,
@@ -134,4 +167,54 @@ export function capabilityStatement(fhirBase: string, now: Date): Record<string,
       },
     ],
   };
+}
+
+interface CsResourceEntry {
+  type: string;
+  extension?: { url: string }[];
+}
+
+/**
+ * `statement` with one `capabilitystatement-subscriptiontopic-canonical` extension (the Backport IG's, on
+ * CapabilityStatement.rest.resource) per topic URL on its Subscription entry, after the entry's own extensions. A
+ * new object: `statement` is left as it is (the route builds it once and adds each caller's topics).
+ */
+export function withSubscriptionTopics(
+  statement: Record<string, unknown>,
+  topicUrls: readonly string[],
+): Record<string, unknown> {
+  if (topicUrls.length === 0) return statement;
+  const rest = statement.rest as { resource: CsResourceEntry[] }[];
+  return {
+    ...statement,
+    rest: rest.map((r) => ({
+      ...r,
+      resource: r.resource.map((entry) =>
+        entry.type === 'Subscription'
+          ? {
+              ...entry,
+              extension: [
+                ...(entry.extension ?? []),
+                ...topicUrls.map((valueCanonical) => ({ url: EXT.capabilityTopic, valueCanonical })),
+              ],
+            }
+          : entry,
+      ),
+    })),
+  };
+}
+
+/**
+ * The canonical URLs of the active SubscriptionTopics of `projectId`, sorted. The table is generic, so this answers
+ * (nothing) before SubscriptionTopic is a registered type.
+ */
+export async function activeTopicUrls(db: Queryable, projectId: string): Promise<string[]> {
+  const r = await db.query<{ url: string }>(
+    `SELECT DISTINCT content->>'url' AS url FROM resources
+      WHERE resource_type = 'SubscriptionTopic' AND project_id = $1 AND NOT deleted
+        AND content->>'status' = 'active' AND content->>'url' IS NOT NULL
+      ORDER BY 1`,
+    [projectId],
+  );
+  return r.rows.map((row) => row.url);
 }

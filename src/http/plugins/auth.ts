@@ -13,13 +13,25 @@ declare module 'fastify' {
   }
   interface FastifyContextConfig {
     public?: boolean;
+    /** On a public route: a valid bearer token still sets the principal (an answer that varies by caller). */
+    principalIfAny?: boolean;
   }
 }
 
 export function registerAuth(app: FastifyInstance, deps: AuthDeps): void {
   app.decorateRequest('principal', null);
   app.addHook('onRequest', async (request) => {
-    if (request.routeOptions.config?.public || !request.routeOptions.url) return;
+    const config = request.routeOptions.config;
+    if (!request.routeOptions.url) return;
+    if (config?.public) {
+      if (config.principalIfAny && request.headers.authorization)
+        request.principal = await authenticate(deps, request.headers.authorization).catch((err: unknown) => {
+          // The route stays public: a token that does not authenticate is ignored rather than answered 401.
+          if (err instanceof FhirError && err.status === 401) return null;
+          throw err;
+        });
+      return;
+    }
     request.principal = await authenticate(deps, request.headers.authorization);
   });
 }

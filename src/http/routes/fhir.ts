@@ -2,7 +2,7 @@
 // No SQL and no business rule here.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isResourceType } from '../../fhir/definitions/index.js';
-import { capabilityStatement } from '../../fhir/capabilities.js';
+import { activeTopicUrls, capabilityStatement, withSubscriptionTopics } from '../../fhir/capabilities.js';
 import { handling } from '../../fhir/operations/export-params.js';
 import { FhirError } from '../../fhir/outcome.js';
 import { processBatch } from '../../fhir/repository/batch.js';
@@ -95,7 +95,8 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     if (r.status === 200 && req.method === 'GET') await app.largeResponse(req, reply, bytes);
     return send(reply, r);
   };
-  const capabilities = JSON.stringify(capabilityStatement(deps.fhirBase, deps.clock()));
+  const statement = capabilityStatement(deps.fhirBase, deps.clock());
+  const capabilities = JSON.stringify(statement);
 
   binaryRoutes(app, {
     db: deps.db,
@@ -106,9 +107,16 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     methodNotAllowed,
   });
 
-  app.get('/metadata', { config: { public: true } }, async (_req, reply) =>
-    reply.type('application/fhir+json; charset=utf-8').send(capabilities),
-  );
+  // Public; a caller with a valid token also sees its project's active SubscriptionTopics (API.md §8), so the answer
+  // varies with Authorization. A missing or invalid token gets the public statement, never a 401.
+  app.get('/metadata', { config: { public: true, principalIfAny: true } }, async (req, reply) => {
+    const topics = req.principal ? await activeTopicUrls(deps.db, req.principal.projectId) : [];
+    const vary = reply.getHeader('vary');
+    reply.header('vary', vary ? `${String(vary)}, Authorization` : 'Authorization');
+    return reply
+      .type('application/fhir+json; charset=utf-8')
+      .send(topics.length ? JSON.stringify(withSubscriptionTopics(statement, topics)) : capabilities);
+  });
 
   app.post('/', async (req, reply) => {
     const type = (req.body as { type?: unknown } | undefined)?.type;
