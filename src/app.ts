@@ -108,7 +108,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const subscriptions =
     deps.subscriptions ??
     createSubscriptionEngine({
-      db,
       workerDb: db,
       signals: deps.signals,
       fhirBase,
@@ -148,10 +147,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
     if (closing) reply.header('connection', 'close');
-    const wrote = request.method !== 'GET' && request.method !== 'HEAD' && reply.statusCode < 400;
+    const write = request.method !== 'GET' && request.method !== 'HEAD';
+    const wrote = write && reply.statusCode < 400;
     // After commit (the reply is being sent) and before the client can send its next request.
     if (wrote && changesPrincipals(request.url)) await auth.principals.changed();
-    if (wrote && changesSubscriptions(request.url) && request.principal) {
+    // Also after a failed write: a rolled-back transaction may have loaded (and kept) what it was about to store.
+    if (write && changesSubscriptions(request.url) && request.principal) {
       const actor = request.principal;
       await subscriptions.registry.changed(actor.superAdmin ? '*' : actor.projectId);
     }

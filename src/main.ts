@@ -222,9 +222,8 @@ async function main(): Promise<void> {
   const files = fileStoreFor(db, config.dataDir, !config.databaseUrl);
   // One FHIRPath worker pool for `$csv` requests and CSV export jobs alike.
   const csv = createCsvRuntime({ fhirpathTimeout: config.fhirpathTimeout });
-  // Subscriptions: the registry answers the requests' writes; the delivery workers use the jobs' pool.
+  // Subscriptions: the delivery workers use the jobs' pool (no statement timeout).
   const subscriptions = createSubscriptionEngine({
-    db: requestDb,
     workerDb: db,
     signals,
     fhirBase,

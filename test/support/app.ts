@@ -102,7 +102,6 @@ export async function startTestApp(
   const clock = extras.clock ?? (() => new Date());
   const cache = extras.cache ?? createMemoryCache({ max: 1000, clock: () => clock().getTime() });
   const subscriptions = createSubscriptionEngine({
-    db,
     workerDb: db,
     signals,
     fhirBase: `${config.baseUrl}fhir/R4`,

@@ -25,7 +25,7 @@ export async function commitCreates(
 ): Promise<void> {
   await checkWriteRules(tx, ctx, items);
   await storeBinaryContent(ctx, items);
-  await insertResources(tx, items, await createEvents(ctx, items));
+  await insertResources(tx, items, await createEvents(tx, ctx, items));
   for (const it of items) {
     if (it.secrets.length)
       await storeSecrets(tx, it.resource.resourceType, it.resource.id as string, it.secrets);
@@ -33,11 +33,23 @@ export async function commitCreates(
 }
 
 /** The subscription events of first versions (none without a subscription engine). */
-export async function createEvents(ctx: RepoContext, items: readonly PreparedWrite[]): Promise<OutboxEvent[]> {
+export async function createEvents(
+  db: Queryable,
+  ctx: RepoContext,
+  items: readonly PreparedWrite[],
+): Promise<OutboxEvent[]> {
   if (!ctx.subscriptions) return [];
   return ctx.subscriptions.eventsFor(
+    db,
     items.map((it) =>
-      writeChange('create', it.projectId, it.resource.resourceType, it.resource.id as string, it.versionId, it.resource),
+      writeChange(
+        'create',
+        it.projectId,
+        it.resource.resourceType,
+        it.resource.id as string,
+        it.versionId,
+        it.resource,
+      ),
     ),
   );
 }
@@ -53,7 +65,7 @@ export async function storeCreates(db: Db, ctx: RepoContext, items: readonly Pre
   }
   await checkWriteRules(db, ctx, items);
   await storeBinaryContent(ctx, items);
-  await insertResources(db, items, await createEvents(ctx, items));
+  await insertResources(db, items, await createEvents(db, ctx, items));
 }
 
 export function createdResult(p: PreparedWrite): FhirResult {

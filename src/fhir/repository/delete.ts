@@ -27,7 +27,7 @@ export async function deleteInTx(
   assertWriteReach(ctx, row.json, resourceType, 'delete');
   const versionId = row.version_id + 1;
   const change = writeChange('delete', row.project_id, resourceType, id, versionId, null, row.json);
-  const events = ctx.subscriptions ? await ctx.subscriptions.eventsFor([change]) : [];
+  const events = ctx.subscriptions ? await ctx.subscriptions.eventsFor(tx, [change]) : [];
   if (resourceType === 'Subscription') await ctx.subscriptions?.deleted(tx, id);
   await writeVersion(
     tx,

@@ -69,7 +69,7 @@ export async function writeNextVersion(
     prepared.resource,
     row.deleted ? null : row.json,
   );
-  const events = ctx.subscriptions ? await ctx.subscriptions.eventsFor([change]) : [];
+  const events = ctx.subscriptions ? await ctx.subscriptions.eventsFor(tx, [change]) : [];
   await writeVersion(tx, row.rid, row.resource_type, row.id, prepared, events);
   if (prepared.secrets.length) await storeSecrets(tx, row.resource_type, row.id, prepared.secrets);
   return { ...createdResult(prepared), status: 200 };

@@ -1,6 +1,6 @@
 // The subscription engine of one process (API.md §8): the registry of active subscriptions, the hooks the repository
 // calls on every write, and the delivery workers. Built once and passed in (main.ts, test/support/app.ts).
-import type { Db, Queryable } from '../../storage/db.js';
+import type { Db } from '../../storage/db.js';
 import type { Signals } from '../../storage/signals.js';
 import { createDeliverer, type Deliverer, type DelivererOptions } from './deliverer.js';
 import { eventsFor } from './matcher.js';
@@ -18,8 +18,6 @@ export interface SubscriptionEngine {
 }
 
 export interface EngineOptions {
-  /** The database of the requests (registry loads). */
-  db: Queryable;
   /** The database of the delivery workers (no statement timeout). */
   workerDb: Db;
   signals: Signals;
@@ -34,7 +32,6 @@ export interface EngineOptions {
 
 export function createSubscriptionEngine(opts: EngineOptions): SubscriptionEngine {
   const registry = createSubscriptionRegistry({
-    db: opts.db,
     signals: opts.signals,
     ...(opts.log ? { log: opts.log } : {}),
   });
@@ -56,8 +53,8 @@ export function createSubscriptionEngine(opts: EngineOptions): SubscriptionEngin
     }, 5).unref();
   };
   const hooks: SubscriptionHooks = {
-    async eventsFor(changes) {
-      const events = await eventsFor(registry, changes);
+    async eventsFor(db, changes) {
+      const events = await eventsFor(registry, db, changes);
       if (events.length > 0) wakeAll();
       return events;
     },

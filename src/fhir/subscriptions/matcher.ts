@@ -3,6 +3,7 @@
 // and the subscription's filters; and only where the subscription's author may read the version.
 import { canRead, patientReach, type Actor } from '../access.js';
 import { versionInReach } from '../search/patient-reach.js';
+import type { Queryable } from '../../storage/db.js';
 import type { Resource } from '../types.js';
 import type { OutboxEvent, SubscriptionAuthor, WriteChange } from './model.js';
 import type { RegisteredSubscription, SubscriptionRegistry } from './registry.js';
@@ -44,11 +45,12 @@ function notifies(sub: RegisteredSubscription, change: WriteChange): boolean {
 /** The outbox rows of these changes (empty for the common write that no subscription concerns). */
 export async function eventsFor(
   registry: SubscriptionRegistry,
+  db: Queryable,
   changes: readonly WriteChange[],
 ): Promise<OutboxEvent[]> {
   const events: OutboxEvent[] = [];
   for (const change of changes) {
-    const subs = await registry.candidates(change.projectId, change.resourceType);
+    const subs = await registry.candidates(db, change.projectId, change.resourceType);
     for (const sub of subs) {
       if (!notifies(sub, change)) continue;
       events.push({

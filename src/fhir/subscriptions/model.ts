@@ -103,5 +103,7 @@ export interface NumberedEvent {
   focusType: string | null;
   focusId: string | null;
   focusVersion: number | null;
+  /** The change that made the focus version (absent: not recorded). */
+  interaction?: TriggerInteraction;
   createdAt: Date;
 }

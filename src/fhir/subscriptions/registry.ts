@@ -27,7 +27,11 @@ interface ProjectEntry {
 
 export interface SubscriptionRegistry {
   /** The project's subscriptions that a change of `resourceType` may concern. */
-  candidates(projectId: string, resourceType: string): Promise<readonly RegisteredSubscription[]>;
+  candidates(
+    db: Queryable,
+    projectId: string,
+    resourceType: string,
+  ): Promise<readonly RegisteredSubscription[]>;
   /** Forget what is known of a project (`*`: of all), here and on every other instance. */
   changed(projectId: string): Promise<void>;
 }
@@ -133,7 +137,6 @@ async function loadProject(
 }
 
 export function createSubscriptionRegistry(deps: {
-  db: Queryable;
   signals: Signals;
   log?: { warn(obj: unknown, msg: string): void };
 }): SubscriptionRegistry {
@@ -146,7 +149,7 @@ export function createSubscriptionRegistry(deps: {
   deps.signals.subscribe(SUBSCRIPTIONS_CHANNEL, (payload) => {
     if (payload.startsWith('changed ')) forget(payload.slice(8));
   });
-  const entry = async (projectId: string): Promise<ProjectEntry> => {
+  const entry = async (db: Queryable, projectId: string): Promise<ProjectEntry> => {
     const known = projects.get(projectId);
     if (known) {
       const e = await known.catch(() => undefined);
@@ -155,7 +158,7 @@ export function createSubscriptionRegistry(deps: {
     }
     let loading = projects.get(projectId);
     if (!loading) {
-      loading = loadProject(deps.db, projectId, warn);
+      loading = loadProject(db, projectId, warn);
       projects.set(projectId, loading);
       loading.catch(() => {
         if (projects.get(projectId) === loading) projects.delete(projectId);
@@ -164,8 +167,8 @@ export function createSubscriptionRegistry(deps: {
     return loading;
   };
   return {
-    async candidates(projectId, resourceType) {
-      return (await entry(projectId)).byType.get(resourceType) ?? [];
+    async candidates(db, projectId, resourceType) {
+      return (await entry(db, projectId)).byType.get(resourceType) ?? [];
     },
     async changed(projectId) {
       forget(projectId);

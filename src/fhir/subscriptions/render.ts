@@ -5,7 +5,7 @@ import { parseJson } from '../json/parse.js';
 import type { Resource } from '../types.js';
 import { authorMayRead } from './matcher.js';
 import type { ContentLevel, NotificationType, NumberedEvent, SubscriptionAuthor } from './model.js';
-import { buildNotification } from './notification.js';
+import { buildNotification, type SubscriptionStatusCode } from './notification.js';
 import type { SubscriptionShape } from './subscription-resource.js';
 
 /** The version an event names, as stored (null: deleted, gone by $expunge, or not the author's to read). */
@@ -55,6 +55,7 @@ export async function renderBundle(db: Queryable, input: RenderInput): Promise<R
               type: e.focusType,
               id: e.focusId,
               versionId: e.focusVersion ?? 0,
+              ...(e.interaction ? { interaction: e.interaction } : {}),
               ...(resource !== undefined ? { resource } : {}),
             },
           }
@@ -65,7 +66,7 @@ export async function renderBundle(db: Queryable, input: RenderInput): Promise<R
     fhirBase: input.fhirBase,
     subscriptionId: input.subscriptionId,
     topicUrl: input.shape.criteria,
-    status: input.status,
+    status: input.status as SubscriptionStatusCode,
     type: input.type,
     eventsSinceStart: input.eventsSinceStart,
     content,

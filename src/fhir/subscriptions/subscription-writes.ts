@@ -13,8 +13,11 @@ import { compileFilters } from './topic-filters.js';
 
 /** The subscription engine as the repository sees it (RepoContext.subscriptions). */
 export interface SubscriptionHooks {
-  /** The outbox rows of a write's changes, to be stored in the write's own statement or transaction. */
-  eventsFor(changes: readonly WriteChange[]): Promise<OutboxEvent[]>;
+  /**
+   * The outbox rows of a write's changes, to be stored in the write's own statement or transaction. `db` is the
+   * write's transaction when it has one: the embedded database has one connection, which the transaction holds.
+   */
+  eventsFor(db: Queryable, changes: readonly WriteChange[]): Promise<OutboxEvent[]>;
   /** Checks and side rows of stored Subscription versions, in the write's transaction (before its rows). */
   beforeStore(tx: Queryable, writer: Writer, items: readonly StoredItem[]): Promise<void>;
   /** A Subscription deleted in this transaction: its pending events and delivery state go with it. */
