@@ -16,6 +16,8 @@ import { defaultKinds } from '../../src/jobs/kinds/index.js';
 import { createMemoryCache, type Cache, type Counters } from '../../src/storage/cache/index.js';
 import type { TestDatabase } from './db.js';
 import type { LargeBodyLimits } from '../../src/http/plugins/large-bodies.js';
+import type { SocketHub } from '../../src/fhir/subscriptions/socket-hub.js';
+import type { WsLimits } from '../../src/http/routes/subscription-ws.js';
 
 export const ADMIN_CLIENT_ID = 'test-admin-client';
 export const ADMIN_CLIENT_SECRET = 'test-admin-secret-0123456789';
@@ -56,6 +58,10 @@ export interface TestAppExtras {
   consoleDir?: string;
   /** Concurrency of requests with large bodies (default: the server's). */
   largeBodies?: LargeBodyLimits;
+  /** The websocket hub of Subscriptions (default: the app's own, which renders nothing). */
+  subscriptionSockets?: SocketHub;
+  /** Websocket limits (default: the server's). */
+  websocketLimits?: Partial<WsLimits>;
   /** Start a job runner with these options. */
   jobs?: Partial<Pick<RunnerOptions, 'afterChunk' | 'leaseMs' | 'pollMs' | 'concurrency' | 'maxAttempts'>> & {
     exportPageSize?: number;
@@ -99,6 +105,8 @@ export async function startTestApp(
     ...(extras.counters ? { counters: extras.counters } : {}),
     ...(extras.consoleDir ? { consoleDir: extras.consoleDir } : {}),
     ...(extras.largeBodies ? { largeBodies: extras.largeBodies } : {}),
+    ...(extras.subscriptionSockets ? { subscriptionSockets: extras.subscriptionSockets } : {}),
+    ...(extras.websocketLimits ? { websocketLimits: extras.websocketLimits } : {}),
     ...(extras.logger ? { logger: extras.logger } : {}),
     ...(extras.clock ? { clock: extras.clock } : {}),
   });
