@@ -19,6 +19,7 @@ import { jobRoutes } from './http/routes/jobs.js';
 import { operationRoutes } from './http/routes/operations.js';
 import { healthRoutes } from './http/routes/health.js';
 import { oauthRoutes } from './http/routes/oauth.js';
+import { registerWebsockets, subscriptionWsRoutes, type WsLimits } from './http/routes/subscription-ws.js';
 import { wellKnownRoutes } from './http/routes/well-known.js';
 import { createCsvRuntime, type CsvRuntime } from './fhir/csv/runtime.js';
 import type { Db } from './storage/db.js';
@@ -32,6 +33,8 @@ import type { Cache, Counters } from './storage/cache/cache.js';
 import { createMemoryCache } from './storage/cache/memory.js';
 import { createExternalValidator } from './auth/external/validate-external-token.js';
 import { createSubscriptionEngine, type SubscriptionEngine } from './fhir/subscriptions/engine.js';
+import { createBindingTokens, websocketUrl } from './fhir/subscriptions/binding-token.js';
+import type { SocketHub } from './fhir/subscriptions/socket-hub.js';
 
 /** Writes that may change who a token's login is: auth resource types, and any Bundle (it may hold them). */
 function changesPrincipals(url: string): boolean {
@@ -74,6 +77,13 @@ export interface AppDeps {
   subscriptions?: SubscriptionEngine;
   /** Concurrency of requests with large bodies (http/plugins/large-bodies.ts); tests make them small. */
   largeBodies?: LargeBodyLimits;
+  /**
+   * The websocket hub of Subscriptions (the delivery engine announces events through it); default: one whose render
+   * sends nothing. Closed with the app.
+   */
+  subscriptionSockets?: SocketHub;
+  /** Websocket limits (http/routes/subscription-ws.ts); tests make them short. */
+  websocketLimits?: Partial<WsLimits>;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -117,6 +127,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Modules below HTTP log through this: inside a request, their lines carry its reqId.
   const log = deps.logger ? contextLogger(deps.logger) : undefined;
   registerRequestLog(app, config.requestLog);
+  const sockets = deps.subscriptionSockets ?? subscriptions.hub;
+  const wsUrl = websocketUrl(config.baseUrl);
+  const bindingTokens = createBindingTokens(deps.keys, config.baseUrl, wsUrl);
+  // Before the other hooks: an upgrade request that a later hook refuses (401) must still have its socket closed.
+  await registerWebsockets(app, sockets, deps.websocketLimits);
   const statistics = createStatisticsKeeper(db, log ? { log } : {});
   const auth: AuthDeps = {
     db,
@@ -171,6 +186,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   oauthRoutes(app, auth, { loginGuard, baseUrl: config.baseUrl });
   adminRoutes(app, { db, clock, newId, fhirBase, membershipsChanged: () => auth.principals.changed() });
   consoleRoutes(app, { baseUrl: config.baseUrl, ...(deps.consoleDir ? { dir: deps.consoleDir } : {}) });
+  subscriptionWsRoutes(app, {
+    hub: sockets,
+    tokens: bindingTokens,
+    clock,
+    ...(deps.websocketLimits ? { limits: deps.websocketLimits } : {}),
+  });
   // Export files and Binary contents share one store (API.md §1 dataDir, or PostgreSQL's file_chunks).
   const files = deps.files ?? fileStoreFor(deps.db, config.dataDir);
   await app.register(
@@ -183,6 +204,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         fhirBase,
         maxActiveExportsPerUser: config.maxActiveExportsPerUser,
         csv,
+        wsBinding: { tokens: bindingTokens, url: wsUrl },
       });
       jobRoutes(f, {
         db,

@@ -21,6 +21,8 @@ import {
   type SubscriptionEngine,
 } from '../../src/fhir/subscriptions/engine.js';
 import type { LargeBodyLimits } from '../../src/http/plugins/large-bodies.js';
+import type { SocketHub } from '../../src/fhir/subscriptions/socket-hub.js';
+import type { WsLimits } from '../../src/http/routes/subscription-ws.js';
 
 export const ADMIN_CLIENT_ID = 'test-admin-client';
 export const ADMIN_CLIENT_SECRET = 'test-admin-secret-0123456789';
@@ -68,6 +70,10 @@ export interface TestAppExtras {
    * nothing delivers them.
    */
   deliver?: NonNullable<EngineOptions['delivery']>;
+  /** The websocket hub of Subscriptions (default: the app's own, which renders nothing). */
+  subscriptionSockets?: SocketHub;
+  /** Websocket limits (default: the server's). */
+  websocketLimits?: Partial<WsLimits>;
   /** Start a job runner with these options. */
   jobs?: Partial<Pick<RunnerOptions, 'afterChunk' | 'leaseMs' | 'pollMs' | 'concurrency' | 'maxAttempts'>> & {
     exportPageSize?: number;
@@ -122,6 +128,8 @@ export async function startTestApp(
     ...(extras.counters ? { counters: extras.counters } : {}),
     ...(extras.consoleDir ? { consoleDir: extras.consoleDir } : {}),
     ...(extras.largeBodies ? { largeBodies: extras.largeBodies } : {}),
+    ...(extras.subscriptionSockets ? { subscriptionSockets: extras.subscriptionSockets } : {}),
+    ...(extras.websocketLimits ? { websocketLimits: extras.websocketLimits } : {}),
     ...(extras.logger ? { logger: extras.logger } : {}),
     ...(extras.clock ? { clock: extras.clock } : {}),
   });

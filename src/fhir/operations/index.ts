@@ -5,6 +5,7 @@ import { csvOperation } from './csv.js';
 import { everythingOperation } from './everything.js';
 import { exportOperations } from './export.js';
 import { expungeOperation } from './expunge.js';
+import { getWsBindingTokenOperation } from './get-ws-binding-token.js';
 import type { OperationDefinition } from './operation.js';
 import { reindexOperation } from './reindex.js';
 import { testNotificationOperation } from './test-notification.js';
@@ -28,4 +29,5 @@ export const OPERATIONS: readonly OperationDefinition[] = [
   testNotificationOperation,
   subscriptionStatusOperation,
   subscriptionEventsOperation,
+  getWsBindingTokenOperation,
 ];

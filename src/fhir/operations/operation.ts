@@ -7,6 +7,7 @@ import type { CsvRuntime } from '../csv/runtime.js';
 import type { RepoContext } from '../repository/context.js';
 import type { FhirResult } from '../result.js';
 import type { AsyncRequest } from './async-start.js';
+import type { WsBindingEnv } from './get-ws-binding-token.js';
 
 /** What operations may use, passed in by the HTTP layer. */
 export interface OperationEnv {
@@ -16,6 +17,8 @@ export interface OperationEnv {
   maxActiveExportsPerUser: number;
   /** The FHIRPath worker pool and the `$csv` slots of this process. */
   csv: CsvRuntime;
+  /** `$get-ws-binding-token`: the binding-token signer and the websocket URL. */
+  wsBinding: WsBindingEnv;
 }
 
 /** One invocation: the caller, the target named in the URL, and the parameters. */

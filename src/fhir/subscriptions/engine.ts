@@ -4,6 +4,8 @@ import type { Db } from '../../storage/db.js';
 import type { Signals } from '../../storage/signals.js';
 import { createDeliverer, type Deliverer, type DelivererOptions } from './deliverer.js';
 import { eventsFor } from './matcher.js';
+import { createSocketHub, type SocketHub } from './socket-hub.js';
+import { renderSocketEvents, renderSocketHandshake } from './socket-render.js';
 import { createSubscriptionRegistry, SUBSCRIPTIONS_CHANNEL, type SubscriptionRegistry } from './registry.js';
 import {
   subscriptionDeleted,
@@ -13,6 +15,8 @@ import {
 
 export interface SubscriptionEngine {
   registry: SubscriptionRegistry;
+  /** The websocket sockets of this process, and the announcements that reach them from any instance. */
+  hub: SocketHub;
   hooks: SubscriptionHooks;
   deliverer: Deliverer;
 }
@@ -35,7 +39,14 @@ export function createSubscriptionEngine(opts: EngineOptions): SubscriptionEngin
     signals: opts.signals,
     ...(opts.log ? { log: opts.log } : {}),
   });
+  const hub = createSocketHub({
+    signals: opts.signals,
+    render: (id, from, to) => renderSocketEvents(opts.workerDb, opts.fhirBase, id, from, to),
+    renderHandshake: (id) => renderSocketHandshake(opts.workerDb, opts.fhirBase, id),
+    ...(opts.log ? { log: opts.log as never } : {}),
+  });
   const deliverer = createDeliverer({
+    announce: (id, from, to) => hub.announce(id, from, to),
     db: opts.workerDb,
     signals: opts.signals,
     registry,
@@ -64,5 +75,5 @@ export function createSubscriptionEngine(opts: EngineOptions): SubscriptionEngin
     },
     deleted: subscriptionDeleted,
   };
-  return { registry, hooks, deliverer };
+  return { registry, hub, hooks, deliverer };
 }

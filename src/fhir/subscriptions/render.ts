@@ -65,7 +65,7 @@ export async function renderBundle(db: Queryable, input: RenderInput): Promise<R
   return buildNotification({
     fhirBase: input.fhirBase,
     subscriptionId: input.subscriptionId,
-    topicUrl: input.shape.criteria,
+    ...(input.shape.form === 'topic' ? { topicUrl: input.shape.criteria } : {}),
     status: input.status as SubscriptionStatusCode,
     type: input.type,
     eventsSinceStart: input.eventsSinceStart,
