@@ -119,6 +119,7 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
         { baseUrl: base, allowedOutboundHosts: ['127.0.0.1'] },
         {
           consoleDir,
+          deliver: { pollMs: 50 },
           jobs: {
             exportPageSize: 10,
             afterChunk: async () => {
@@ -491,9 +492,8 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
       }
     });
 
-    // Runs against the server's own $status and $test-notification (API.md §8), which are not on this branch yet:
-    // remove `.skip` once they are merged (issue 26).
-    it.skip('shows the delivery state from the server and sends a real test notification', async () => {
+    // Against the server's own $status and $test-notification (API.md §8) and a real delivery.
+    it('shows the delivery state from the server and sends a real test notification', async () => {
       await expect.poll(() => storedStatus(subs.hook), { timeout: 15_000 }).toBe('active');
       const obs = await api('POST', `${t.fhir}/Observation`, {
         resourceType: 'Observation',
@@ -530,7 +530,9 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
       expect((await api('DELETE', `${t.fhir}/Subscription/${subs.off}`)).statusCode).toBeLessThan(300);
       const direct = await api('POST', `${t.fhir}/Subscription/${subs.off}/$test-notification`);
       expect(direct.statusCode).toBeGreaterThanOrEqual(400);
-      const diagnostics = (direct.json() as { issue: { diagnostics: string }[] }).issue[0]?.diagnostics ?? '';
+      const issue = (direct.json() as { issue: { diagnostics?: string; details?: { text?: string } }[] })
+        .issue[0];
+      const diagnostics = issue?.diagnostics ?? issue?.details?.text ?? '';
       await offRow
         .getByRole('button', { name: `Send test notification for subscription ${subs.off}` })
         .click();
