@@ -6,7 +6,7 @@ import type { Actor } from '../access.js';
 import { assertChainsReadable, canRead } from '../access.js';
 import { isResourceType, structureNode } from '../definitions/index.js';
 import { FhirError } from '../outcome.js';
-import { parseSearchRequest, type SearchRequest } from '../search/parse.js';
+import { parseSearchRequest, RESULT_PARAMETERS, type SearchRequest } from '../search/parse.js';
 import type { AsyncRequest } from './async-start.js';
 
 /** Parameters of the three export OperationDefinitions (STU2), `_fields` of the CSV export, and FHIR's `_format`. */
@@ -117,21 +117,6 @@ export function patientRefs(req: AsyncRequest, p: Record<string, string[]>): str
   ];
 }
 
-/** Search result parameters a `_typeFilter` query SHALL NOT use (the IG: "such as _include and _sort"). */
-const RESULT_PARAMS = [
-  '_sort',
-  '_count',
-  '_include',
-  '_revinclude',
-  '_elements',
-  '_summary',
-  '_total',
-  '_contained',
-  '_containedType',
-  '_cursor',
-  '_offset',
-];
-
 /**
  * `_typeFilter`: `Type?query` values. The IG joins several with commas, so a value is split where a comma is followed
  * by `Type?`; a comma elsewhere (`code=a,b`) stays in its query. Each query is parsed by the search parser (every
@@ -178,7 +163,7 @@ export function parseTypeFilter(type: string, query: string): SearchRequest {
   const params = new URLSearchParams(query.replace(/\+/g, '%2B'));
   const q: Record<string, string[]> = {};
   for (const [k, v] of params) {
-    if (RESULT_PARAMS.includes(k.split(':')[0] as string))
+    if (RESULT_PARAMETERS.has(k.split(':')[0] as string))
       throw bad(`_typeFilter must not use the result parameter ${k.slice(0, 64)}`, 'type-filter-result');
     (q[k] ??= []).push(v);
   }

@@ -34,6 +34,24 @@ export const MAX_OFFSET = 10_000;
  * except leading-wildcard matches (`:contains`), which scan every index row of the parameter; chains join two more
  * tables each; `_include`s and `_sort` keys add queries or joins.
  */
+/**
+ * The search result parameters (https://hl7.org/fhir/R4/search.html#return): they shape an answer and choose no
+ * match, so a query that only selects (`_typeFilter`, a Subscription's criteria) may not use them.
+ */
+export const RESULT_PARAMETERS: ReadonlySet<string> = new Set([
+  '_count',
+  '_sort',
+  '_include',
+  '_revinclude',
+  '_elements',
+  '_summary',
+  '_total',
+  '_contained',
+  '_containedType',
+  '_cursor',
+  '_offset',
+]);
+
 export const SEARCH_LIMITS = {
   /** AND'ed filter parameters (`name=a&name=b` are two; each link of a chain counts one more). */
   filters: 12,

@@ -7,30 +7,11 @@ import { compositeValuesOf } from '../search/extract-composite.js';
 import { indexedParamsOf } from '../search/extract.js';
 import { isResourceType } from '../search/model.js';
 import { toIndexValues, type IndexValue } from '../search/normalise.js';
-import { parseSearchRequest } from '../search/parse.js';
+import { parseSearchRequest, RESULT_PARAMETERS } from '../search/parse.js';
 import { getSearchParam, type SearchParamInfo } from '../search/registry.js';
 import type { FilterValue, SearchFilter } from '../search/request.js';
 import type { CompiledCriteria } from './model.js';
 import { atPoint, instantMs, valueTest } from './match-value.js';
-
-/**
- * Parameters that shape a search's answer rather than choose its matches: they mean nothing for one resource, and a
- * subscription that names them expects something a match cannot give, so they are refused. `_format` and `_pretty`
- * are ignored, as the search ignores them.
- */
-const RESULT_PARAMS = new Set([
-  '_count',
-  '_sort',
-  '_include',
-  '_revinclude',
-  '_elements',
-  '_summary',
-  '_total',
-  '_contained',
-  '_containedType',
-  '_cursor',
-  '_offset',
-]);
 
 /** Filters that need other resources or full text, which one resource version cannot answer. */
 const NOT_IN_MEMORY = new Set(['_has', '_text', '_content', '_list', '_filter', '_query', '_type']);
@@ -71,7 +52,7 @@ function queryParams(query: string): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   for (const [key, value] of new URLSearchParams(query.replace(/\+/g, '%2B'))) {
     const code = key.split(/[:.]/)[0] as string;
-    if (RESULT_PARAMS.has(code)) throw cannotUse(key, 'a result parameter does not choose matches');
+    if (RESULT_PARAMETERS.has(code)) throw cannotUse(key, 'a result parameter does not choose matches');
     if (NOT_IN_MEMORY.has(code)) throw cannotUse(key, 'it needs other resources or full text');
     if (key.indexOf('.') > 0) throw cannotUse(key, 'a chained parameter needs the referenced resources');
     (out[key] ??= []).push(value);
