@@ -2,7 +2,8 @@
 // 1. Create req/s of Observations in a project with no subscription, and in one with 100 active rest-hook
 //    subscriptions on Observation that do not match (each a different code): runs interleaved, medians, the ratio.
 // 2. With 100 subscriptions that all match, SUB_EVENTS creates: notifications per second received by a local HTTP
-//    endpoint, and commit-to-delivery latency (the Observation's meta.lastUpdated to its arrival), p50 and p99.
+//    endpoint, and commit-to-delivery latency (the Observation's meta.lastUpdated to its arrival), p50 and p99 — a
+//    backlog's: the writes outrun delivery. 3. The same latency without a backlog: one subscription, paced writes.
 // Run alone with `npx tsx bench/subscriptions.ts` (after `npm run build`), or as part of `npm run bench`.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -14,6 +15,7 @@ import { dropDatabase, freshDatabase, login, startServer } from './server.js';
 
 const SUBSCRIPTIONS = 100;
 const EVENTS = Number(process.env.SUB_EVENTS ?? 200);
+const PACED = 100;
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
 const pct = (xs: number[], p: number): number => {
   const s = [...xs].sort((a, b) => a - b);
@@ -109,8 +111,9 @@ async function subscribe(
   token: string,
   endpoint: string,
   code: (i: number) => string,
+  count = SUBSCRIPTIONS,
 ): Promise<void> {
-  for (let i = 0; i < SUBSCRIPTIONS; i++) {
+  for (let i = 0; i < count; i++) {
     await api(base, token, 'POST', 'Subscription', {
       resourceType: 'Subscription',
       status: 'active',
@@ -184,6 +187,22 @@ export async function benchSubscriptions(runs: number, duration: number, notes: 
         `notifications in ${seconds.toFixed(1)} s (${Math.round(rx.arrivals.length / seconds)} notifications/s; writes ` +
         `took ${((writesDone - started) / 1000).toFixed(1)} s); commit-to-delivery latency p50 ${pct(latency, 50)} ms, ` +
         `p99 ${pct(latency, 99)} ms`,
+    );
+
+    // Latency without a backlog: one matching subscription, one write every 50 ms.
+    const paced = await project(server.base, admin, 'subs-paced');
+    await subscribe(server.base, paced, rx.url, () => '8867-4', 1);
+    rx.arrivals.length = 0;
+    for (let i = 0; i < PACED; i++) {
+      await api(server.base, paced, 'POST', 'Observation', observation('8867-4'));
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const until = Date.now() + 30_000;
+    while (rx.arrivals.length < PACED && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    const unloaded = rx.arrivals.map((x) => x.at - x.lastUpdated);
+    notes.push(
+      `subscriptions: one subscription, a matching create every 50 ms: ${rx.arrivals.length}/${PACED} delivered, ` +
+        `commit-to-delivery latency p50 ${pct(unloaded, 50)} ms, p99 ${pct(unloaded, 99)} ms`,
     );
   } finally {
     await server.stop();

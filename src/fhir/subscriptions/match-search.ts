@@ -60,6 +60,18 @@ function queryParams(query: string): Record<string, string[]> {
   return out;
 }
 
+/**
+ * A version's extracted values by parameter, shared by every subscription that matches the same version object: a
+ * write that 100 subscriptions on its type look at extracts `code` once, not 100 times. Versions are not changed once
+ * written (the write path builds a new object for each), and the entry goes with the object.
+ */
+const EXTRACTED = new WeakMap<Resource, Map<string, unknown>>();
+function extractedOf(resource: Resource): Map<string, unknown> {
+  let m = EXTRACTED.get(resource);
+  if (!m) EXTRACTED.set(resource, (m = new Map()));
+  return m;
+}
+
 /** One filter as a test of a resource; `slot` numbers the parameters whose values a matches() call may reuse. */
 function compileFilter(
   resourceType: string,
@@ -165,11 +177,13 @@ export function compileCriteria(text: string, opts: { resourceType?: string } = 
     throw err;
   }
   const extractors: ((r: Resource) => unknown)[] = [];
+  const keys: string[] = [];
   const slots = new Map<string, number>();
   const slotOf = (param: SearchParamInfo, composite: boolean): number => {
     let slot = slots.get(param.code);
     if (slot === undefined) {
       slot = extractors.push(extractor(resourceType, param, composite)) - 1;
+      keys.push(`${composite ? '$' : ''}${param.code}`);
       slots.set(param.code, slot);
     }
     return slot;
@@ -181,9 +195,13 @@ export function compileCriteria(text: string, opts: { resourceType?: string } = 
     matches(resource: Resource): boolean {
       if (resource.resourceType !== resourceType) return false;
       if (tests.length === 0) return true;
-      const found: unknown[] = [];
-      const values: Values = (slot) =>
-        (found[slot] ??= (extractors[slot] as (r: Resource) => unknown)(resource));
+      const found = extractedOf(resource);
+      const values: Values = (slot) => {
+        const key = keys[slot] as string;
+        let v = found.get(key);
+        if (v === undefined) found.set(key, (v = (extractors[slot] as (r: Resource) => unknown)(resource)));
+        return v;
+      };
       return tests.every((test) => test(resource, values));
     },
   };
