@@ -3,7 +3,7 @@
 // contract names; a rolled-back transaction notifies nothing; failures are retried and end in `error`; `off` is
 // honoured; endpoints follow the outbound rule; headers are write-only; projects and authors are walled off.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postResource, startTestApp, type TestApp } from '../support/app.js';
+import { postResource, startTestApp, tokenRequest, type TestApp } from '../support/app.js';
 import { testDatabases } from '../support/db.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
 
@@ -266,6 +266,51 @@ describe.each(testDatabases())('classic rest-hook subscriptions on $name', (data
     expect(JSON.stringify(more.body)).toContain('maxSubscriptionsPerProject');
     const off = await subscribe('/limit', { status: 'off' }, fresh.adminToken);
     expect(off.status).toBe(201);
+  });
+
+  it("tells a narrowly scoped author only about what its token's scopes let it read", async () => {
+    const fresh = await t.newProject();
+    const secret = 'a-secret-of-the-scoped-client-0123';
+    const client = await postResource(t, fresh.adminToken, {
+      resourceType: 'ClientApplication',
+      name: 'Scoped',
+      secret,
+    });
+    const id = client.json().id as string;
+    const membership = await postResource(t, fresh.adminToken, {
+      resourceType: 'ProjectMembership',
+      project: { reference: `Project/${fresh.projectId}` },
+      user: { reference: `ClientApplication/${id}` },
+      profile: { reference: `ClientApplication/${id}` },
+    });
+    expect(membership.statusCode, membership.body).toBe(201);
+    const tok = await tokenRequest(t.app, {
+      grant_type: 'client_credentials',
+      client_id: id,
+      client_secret: secret,
+      scope: 'system/Subscription.crs system/Observation.rs',
+    });
+    expect(tok.statusCode, tok.body).toBe(200);
+    const scoped = tok.json().access_token as string;
+    for (const criteria of ['Patient', 'Observation']) {
+      const res = await postResource(t, scoped, {
+        resourceType: 'Subscription',
+        status: 'active',
+        reason: 'scoped',
+        criteria,
+        channel: {
+          type: 'rest-hook',
+          endpoint: `${rx.url}/scoped-${criteria}`,
+          payload: 'application/fhir+json',
+        },
+      });
+      expect(res.statusCode, res.body).toBe(201);
+    }
+    await postResource(t, fresh.adminToken, { resourceType: 'Patient', name: [{ family: 'Unseen' }] });
+    await postResource(t, fresh.adminToken, observation('8867-4'));
+    await rx.waitFor(1, { path: '/scoped-Observation' });
+    await sleep(300);
+    expect(rx.received.filter((r) => r.path === '/scoped-Patient')).toHaveLength(0);
   });
 
   it('stops when its author loses access: status error, nothing delivered', async () => {
