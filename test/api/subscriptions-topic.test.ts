@@ -201,6 +201,61 @@ describe.each(testDatabases())('topic-based subscriptions on $name', (database) 
     expect(param(statusOf(JSON.parse(got[1]?.body ?? '{}') as Bundle), 'type')?.valueCode).toBe('heartbeat');
   });
 
+  it('answers malformed $events and $status calls and hostile topics with a 4xx OperationOutcome', async () => {
+    const sub = await subscribe('/hostile', 'id-only');
+    const id = sub.json().id as string;
+    for (const query of ['eventsSinceNumber=x', 'eventsUntilNumber=-1', 'content=everything']) {
+      const res = await t.request({
+        method: 'GET',
+        url: `${t.fhir}/Subscription/${id}/$events?${query}`,
+        token: project.adminToken,
+      });
+      expect(res.statusCode, query).toBe(400);
+      expect(res.json().resourceType).toBe('OperationOutcome');
+    }
+    const missing = await t.request({
+      method: 'GET',
+      url: `${t.fhir}/Subscription/does-not-exist/$status`,
+      token: project.adminToken,
+    });
+    expect(missing.statusCode).toBe(404);
+    const hugeCriteria = await postResource(t, project.adminToken, {
+      resourceType: 'Subscription',
+      status: 'requested',
+      reason: 'x',
+      criteria: `Observation?code=${'a,'.repeat(50_000)}b`,
+      channel: { type: 'rest-hook', endpoint: `${rx.url}/x` },
+    });
+    expect(hugeCriteria.statusCode).toBeGreaterThanOrEqual(400);
+    expect(hugeCriteria.statusCode).toBeLessThan(500);
+    const hugeFhirPath = await postResource(t, project.adminToken, {
+      resourceType: 'SubscriptionTopic',
+      url: 'http://example.org/topics/huge',
+      status: 'active',
+      resourceTrigger: [
+        { resource: 'Encounter', fhirPathCriteria: `${'(true and '.repeat(2000)}true${')'.repeat(2000)}` },
+      ],
+    });
+    // Stored (a topic is data), but a Subscription to it is refused: its FHIRPath is too long to run in a write.
+    expect(hugeFhirPath.statusCode).toBeLessThan(500);
+    const toHuge = await postResource(t, project.adminToken, {
+      resourceType: 'Subscription',
+      status: 'requested',
+      reason: 'x',
+      criteria: 'http://example.org/topics/huge',
+      channel: { type: 'rest-hook', endpoint: `${rx.url}/x` },
+    });
+    expect(toHuge.statusCode).toBeGreaterThanOrEqual(400);
+    expect(toHuge.statusCode).toBeLessThan(500);
+    // The server is still answering.
+    const ok = await t.request({
+      method: 'GET',
+      url: `${t.fhir}/Subscription/${id}/$status`,
+      token: project.adminToken,
+    });
+    expect(ok.statusCode).toBe(200);
+  });
+
   it('refuses an unknown topic and a filter the topic does not allow', async () => {
     const unknown = await postResource(t, project.adminToken, {
       resourceType: 'Subscription',
