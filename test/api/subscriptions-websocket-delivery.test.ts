@@ -22,11 +22,19 @@ interface Bundle {
   entry: { resource?: { resourceType: string; id?: string; parameter?: Param[] } }[];
 }
 
+interface Client {
+  ws: WebSocket;
+  next(ms?: number): Promise<Bundle>;
+  /** Resolves with the close code once the server closes the socket. */
+  closed: Promise<number>;
+}
+
 /** A websocket whose text messages are queued and taken one by one. */
-async function socket(url: string): Promise<{ ws: WebSocket; next(ms?: number): Promise<Bundle> }> {
+async function socket(url: string): Promise<Client> {
   const ws = new WebSocket(url);
   const queue: string[] = [];
   const waiters: ((t: string) => void)[] = [];
+  const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
   ws.on('message', (d) => {
     const text = (d as Buffer).toString('utf8');
     const w = waiters.shift();
@@ -39,6 +47,7 @@ async function socket(url: string): Promise<{ ws: WebSocket; next(ms?: number): 
   });
   return {
     ws,
+    closed,
     next(ms = 8000) {
       const q = queue.shift();
       if (q !== undefined) return Promise.resolve(JSON.parse(q) as Bundle);
@@ -92,11 +101,29 @@ const websocketSubscription = (criteria = 'Patient'): Record<string, unknown> =>
   channel: { type: 'websocket', payload: 'application/fhir+json' },
 });
 
+const B = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition';
+const TOPIC = 'http://example.org/topics/patient-changed';
+
 describe.each(testDatabases())('websocket delivery on $name', (database) => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await listen(database, { deliver: { pollMs: 30 } });
+    t = await listen(database, { deliver: { pollMs: 30 }, socketLimits: { liveCheckMs: 300 } });
   });
+
+  /** A bound client of a new websocket subscription (its Subscription resource too). */
+  async function bound(
+    token: string,
+    body: Record<string, unknown>,
+  ): Promise<{ client: Client; sub: Record<string, unknown> }> {
+    const res = await postResource(t, token, body);
+    expect(res.statusCode, res.body).toBe(201);
+    const sub = res.json() as Record<string, unknown>;
+    const bind = await bindingToken(t, token, sub.id as string);
+    const client = await socket(bind.url);
+    client.ws.send(`bind-with-token: ${bind.token}`);
+    expect(typeOf(await client.next())).toBe('handshake');
+    return { client, sub };
+  }
   afterAll(async () => t?.close());
 
   it('binds, receives the handshake, then each matching version as a notification Bundle', async () => {
@@ -114,6 +141,69 @@ describe.each(testDatabases())('websocket delivery on $name', (database) => {
     expect(typeOf(note)).toBe('event-notification');
     expect(note.entry[1]?.resource?.id).toBe(made.json().id);
     client.ws.close();
+  });
+
+  it('sends a topic subscription its heartbeats, and a test notification as a heartbeat', async () => {
+    const { adminToken } = await t.newProject();
+    const topic = await postResource(t, adminToken, {
+      resourceType: 'SubscriptionTopic',
+      url: TOPIC,
+      status: 'active',
+      resourceTrigger: [{ resource: 'Patient', supportedInteraction: ['create', 'update'] }],
+    });
+    expect(topic.statusCode, topic.body).toBe(201);
+    const { client, sub } = await bound(adminToken, {
+      resourceType: 'Subscription',
+      status: 'requested',
+      reason: 'heartbeats over a socket',
+      criteria: TOPIC,
+      channel: {
+        type: 'websocket',
+        payload: 'application/fhir+json',
+        extension: [{ url: `${B}/backport-heartbeat-period`, valueUnsignedInt: 1 }],
+      },
+    });
+    expect(sub.status).toBe('active');
+    // Nothing happens: a heartbeat arrives within a few periods.
+    const beat = await client.next(6000);
+    expect(typeOf(beat)).toBe('heartbeat');
+    expect(beat.entry).toHaveLength(1);
+    const test = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/Subscription/${sub.id as string}/$test-notification`,
+      token: adminToken,
+    });
+    expect(test.statusCode, test.body).toBe(202);
+    expect(typeOf(await client.next(6000))).toBe('heartbeat');
+    client.ws.close();
+  });
+
+  it('unbinds the sockets of a subscription turned off, and of one deleted', async () => {
+    const { adminToken } = await t.newProject();
+    const off = await bound(adminToken, websocketSubscription('Patient?family=Off'));
+    const gone = await bound(adminToken, websocketSubscription('Patient?family=Gone'));
+    const put = await t.request({
+      method: 'PUT',
+      url: `${t.fhir}/Subscription/${off.sub.id as string}`,
+      token: adminToken,
+      payload: { ...off.sub, status: 'off' },
+    });
+    expect(put.statusCode, put.body).toBe(200);
+    const told = (await off.client.next()) as unknown as { resourceType: string; issue: { code: string }[] };
+    expect(told.resourceType).toBe('OperationOutcome');
+    expect(told.issue[0]?.code).toBe('informational');
+    expect(await off.client.closed).toBe(1000);
+    const del = await t.request({
+      method: 'DELETE',
+      url: `${t.fhir}/Subscription/${gone.sub.id as string}`,
+      token: adminToken,
+    });
+    expect(del.statusCode, del.body).toBe(200);
+    expect(await gone.client.closed).toBe(1000);
+    // A matching write afterwards reaches neither (their sockets are closed) and the server goes on answering.
+    const later = await postResource(t, adminToken, { resourceType: 'Patient', name: [{ family: 'Off' }] });
+    expect(later.statusCode).toBe(201);
+    expect(t.subscriptions.hub.boundCount(off.sub.id as string)).toBe(0);
   });
 });
 

@@ -21,7 +21,7 @@ import {
   type SubscriptionEngine,
 } from '../../src/fhir/subscriptions/engine.js';
 import type { LargeBodyLimits } from '../../src/http/plugins/large-bodies.js';
-import type { SocketHub } from '../../src/fhir/subscriptions/socket-hub.js';
+import type { SocketHub, SocketLimits } from '../../src/fhir/subscriptions/socket-hub.js';
 import type { WsLimits } from '../../src/http/routes/subscription-ws.js';
 
 export const ADMIN_CLIENT_ID = 'test-admin-client';
@@ -72,6 +72,8 @@ export interface TestAppExtras {
   deliver?: NonNullable<EngineOptions['delivery']>;
   /** The websocket hub of Subscriptions (default: the app's own, which renders nothing). */
   subscriptionSockets?: SocketHub;
+  /** The subscription hub's limits (default: the server's). */
+  socketLimits?: Partial<SocketLimits>;
   /** Websocket limits (default: the server's). */
   websocketLimits?: Partial<WsLimits>;
   /** Start a job runner with these options. */
@@ -115,6 +117,7 @@ export async function startTestApp(
     maxSubscriptionsPerProject: config.maxSubscriptionsPerProject,
     ...(extras.logger ? { log: extras.logger } : {}),
     delivery: { pollMs: 50, ...extras.deliver },
+    ...(extras.socketLimits ? { socketLimits: extras.socketLimits } : {}),
   });
   if (extras.deliver) subscriptions.deliverer.start();
   const app = await buildApp({

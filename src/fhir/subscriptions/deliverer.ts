@@ -25,6 +25,8 @@ export interface DelivererOptions {
   allowedOutboundHosts: readonly string[];
   /** Tells the instances holding a websocket subscription's sockets that events are ready (socket-hub.ts). */
   announce?: (subscriptionId: string, from: number, to: number) => Promise<void>;
+  /** Tells them a heartbeat (or a test notification) is due. */
+  announceHeartbeat?: (subscriptionId: string) => Promise<void>;
   log?: { warn(obj: unknown, msg: string): void; info?(obj: unknown, msg: string): void };
   clock?: () => Date;
   pollMs?: number;
@@ -296,6 +298,8 @@ export function createDeliverer(opts: DelivererOptions): Deliverer {
       const numbers = r.rows.filter((e) => e.event_number !== null).map((e) => Number(e.event_number));
       if (numbers.length && opts.announce)
         await opts.announce(id, Math.min(...numbers), Math.max(...numbers));
+      // A heartbeat, or a test notification, which a socket receives as a heartbeat Bundle.
+      if (r.rows.some((e) => e.kind === 'heartbeat' || e.kind === 'test')) await opts.announceHeartbeat?.(id);
       for (const row of r.rows) await delivered(state, row);
       return r.rows.length > 0;
     }

@@ -4,8 +4,8 @@ import type { Db } from '../../storage/db.js';
 import type { Signals } from '../../storage/signals.js';
 import { createDeliverer, type Deliverer, type DelivererOptions } from './deliverer.js';
 import { eventsFor } from './matcher.js';
-import { createSocketHub, type SocketHub } from './socket-hub.js';
-import { renderSocketEvents, renderSocketHandshake } from './socket-render.js';
+import { createSocketHub, type SocketHub, type SocketLimits } from './socket-hub.js';
+import { liveSubscriptions, renderSocketEvents, renderSocketStatus } from './socket-render.js';
 import { createSubscriptionRegistry, SUBSCRIPTIONS_CHANNEL, type SubscriptionRegistry } from './registry.js';
 import {
   subscriptionDeleted,
@@ -29,6 +29,7 @@ export interface EngineOptions {
   allowedOutboundHosts: readonly string[];
   maxSubscriptionsPerProject: number;
   log?: { warn(obj: unknown, msg: string): void };
+  socketLimits?: Partial<SocketLimits>;
   delivery?: Partial<
     Omit<DelivererOptions, 'db' | 'signals' | 'registry' | 'fhirBase' | 'allowedOutboundHosts'>
   >;
@@ -42,11 +43,15 @@ export function createSubscriptionEngine(opts: EngineOptions): SubscriptionEngin
   const hub = createSocketHub({
     signals: opts.signals,
     render: (id, from, to) => renderSocketEvents(opts.workerDb, opts.fhirBase, id, from, to),
-    renderHandshake: (id) => renderSocketHandshake(opts.workerDb, opts.fhirBase, id),
+    renderHandshake: (id) => renderSocketStatus(opts.workerDb, opts.fhirBase, id, 'handshake'),
+    renderHeartbeat: (id) => renderSocketStatus(opts.workerDb, opts.fhirBase, id, 'heartbeat'),
+    live: (ids) => liveSubscriptions(opts.workerDb, ids),
+    ...(opts.socketLimits ? { limits: opts.socketLimits } : {}),
     ...(opts.log ? { log: opts.log as never } : {}),
   });
   const deliverer = createDeliverer({
     announce: (id, from, to) => hub.announce(id, from, to),
+    announceHeartbeat: (id) => hub.heartbeat(id),
     db: opts.workerDb,
     signals: opts.signals,
     registry,
@@ -63,6 +68,11 @@ export function createSubscriptionEngine(opts: EngineOptions): SubscriptionEngin
       void opts.signals.publish(SUBSCRIPTIONS_CHANNEL, 'wake').catch(() => undefined);
     }, 5).unref();
   };
+  // The check reads the committed state; one that runs before the commit finds the subscription still live, and the
+  // hub's own periodic check (SocketLimits.liveCheckMs) unbinds it then.
+  const checkSoon = (id: string): void => {
+    setTimeout(() => void hub.check(id).catch(() => undefined), 50).unref();
+  };
   const hooks: SubscriptionHooks = {
     async eventsFor(db, changes) {
       const events = await eventsFor(registry, db, changes);
@@ -72,8 +82,14 @@ export function createSubscriptionEngine(opts: EngineOptions): SubscriptionEngin
     async beforeStore(tx, writer, items) {
       await subscriptionsBeforeStore(tx, writer, items, opts.maxSubscriptionsPerProject);
       wakeAll();
+      // A websocket subscription turned off (or to error) loses its sockets on every instance once this commits.
+      for (const { resource } of items)
+        if (resource.status !== 'requested' && resource.status !== 'active') checkSoon(resource.id as string);
     },
-    deleted: subscriptionDeleted,
+    async deleted(tx, id) {
+      await subscriptionDeleted(tx, id);
+      checkSoon(id);
+    },
   };
   return { registry, hub, hooks, deliverer };
 }

@@ -179,4 +179,36 @@ describe('socket hub', () => {
     expect(hub.socketCount()).toBe(0);
     expect(hub.open(fakeSocket())).toBeUndefined();
   });
+
+  it('sends heartbeats to bound sockets, and unbinds only what the database no longer holds live', async () => {
+    let live = new Set(['a', 'b']);
+    const { hub } = hubWith({
+      renderHeartbeat: async (id) => `beat ${id}`,
+      live: async (ids) => new Set(ids.filter((id) => live.has(id))),
+      limits: { liveCheckMs: 40 },
+    });
+    const s = fakeSocket();
+    const conn = hub.open(s);
+    expect(await conn?.bind('a')).toBe('bound');
+    expect(await conn?.bind('b')).toBe('bound');
+    await hub.heartbeat('a');
+    // A check while both are live changes nothing.
+    await hub.check('a');
+    await sleep(10);
+    expect(s.sent).toEqual(['hello a', 'hello b', 'beat a']);
+    expect(hub.boundCount('a')).toBe(1);
+    // `a` turned off: the periodic check finds it without any announcement; `b` keeps the socket open.
+    live = new Set(['b']);
+    await sleep(120);
+    expect(hub.boundCount('a')).toBe(0);
+    expect(hub.boundCount('b')).toBe(1);
+    expect(s.closedWith).toBeUndefined();
+    expect(JSON.parse(s.sent.at(-1) as string).resourceType).toBe('OperationOutcome');
+    // `b` too, told by a check: the socket has nothing left and is closed normally.
+    live = new Set();
+    await hub.check('b');
+    await sleep(10);
+    expect(s.closedWith?.[0]).toBe(1000);
+    await hub.close();
+  });
 });

@@ -6,7 +6,11 @@ import type { Signals } from '../../storage/signals.js';
 import { isValidId } from '../id.js';
 import type { IssueCode, OperationOutcome } from '../outcome.js';
 
-/** The Signals channel of announcements: `notify <id> <from> <to>` or `revoke <id>` (NOTIFY payloads stay tiny). */
+/**
+ * The Signals channel of announcements (NOTIFY payloads stay tiny): `notify <id> <from> <to>` (events ready),
+ * `heartbeat <id>` (a heartbeat or test notification is due), `check <id>` (the subscription was written: unbind its
+ * sockets if it is no longer live) or `revoke <id>` (unbind them whatever its state).
+ */
 export const SOCKETS_CHANNEL = 'subscription-sockets';
 
 export interface SocketLimits {
@@ -18,6 +22,11 @@ export interface SocketLimits {
   bindingsPerSocket: number;
   /** Bytes queued for a socket that does not read, beyond which it is closed (1013) rather than buffered further. */
   maxBufferedBytes: number;
+  /**
+   * How often an instance asks the database which of its bound subscriptions are still live and unbinds the rest: the
+   * safety net under `check` announcements, which can come before the write that caused them has committed.
+   */
+  liveCheckMs: number;
 }
 
 export const SOCKET_LIMITS: SocketLimits = {
@@ -25,6 +34,7 @@ export const SOCKET_LIMITS: SocketLimits = {
   perSubscription: 50,
   bindingsPerSocket: 100,
   maxBufferedBytes: 8 * 1024 * 1024,
+  liveCheckMs: 5000,
 };
 
 /** Close codes (RFC 6455 §7.4.1, and 1013 from the IANA registry). */
@@ -69,6 +79,10 @@ export interface SocketHubDeps {
   render(subscriptionId: string, fromNumber: number, toNumber: number): Promise<string[]>;
   /** The handshake Bundle sent right after a bind; undefined when the subscription is gone. Default: a minimal one. */
   renderHandshake?(subscriptionId: string): Promise<string | undefined>;
+  /** A heartbeat Bundle; undefined when the subscription is gone. Default: nothing is sent. */
+  renderHeartbeat?(subscriptionId: string): Promise<string | undefined>;
+  /** Which of these subscriptions may still notify (not deleted, `requested` or `active`). Default: all of them. */
+  live?(subscriptionIds: readonly string[]): Promise<ReadonlySet<string>>;
   log?: HubLog;
   limits?: Partial<SocketLimits>;
 }
@@ -76,6 +90,10 @@ export interface SocketHubDeps {
 export interface SocketHub {
   /** Any instance: tell every instance that events (fromNumber..toNumber) of subscription id are ready. */
   announce(subscriptionId: string, fromNumber: number, toNumber: number): Promise<void>;
+  /** Any instance: send a heartbeat Bundle to every socket bound to this subscription. */
+  heartbeat(subscriptionId: string): Promise<void>;
+  /** Any instance: the subscription was written or deleted; its sockets are unbound if it is no longer live. */
+  check(subscriptionId: string): Promise<void>;
   /** Any instance: unbind every socket from this subscription (deleted, turned off, its author's access ended). */
   revoke(subscriptionId: string): Promise<void>;
   /** Local sockets bound to this subscription right now (for tests and $status). */
@@ -116,12 +134,14 @@ export function minimalHandshake(subscriptionId: string): string {
   });
 }
 
-type Announcement = { kind: 'notify'; id: string; from: number; to: number } | { kind: 'revoke'; id: string };
+type Announcement =
+  | { kind: 'notify'; id: string; from: number; to: number }
+  | { kind: 'revoke' | 'check' | 'heartbeat'; id: string };
 
 function parseAnnouncement(payload: string): Announcement | undefined {
   const [kind, id, from, to] = payload.split(' ');
   if (id === undefined || !isValidId(id)) return undefined;
-  if (kind === 'revoke') return { kind, id };
+  if (kind === 'revoke' || kind === 'check' || kind === 'heartbeat') return { kind, id };
   const f = Number(from);
   const t = Number(to);
   if (kind !== 'notify' || !Number.isSafeInteger(f) || !Number.isSafeInteger(t) || f > t) return undefined;
@@ -200,6 +220,19 @@ export function createSocketHub(deps: SocketHubDeps): SocketHub {
     for (const conn of [...(bound.get(id) ?? [])]) for (const text of texts) send(conn, text);
   };
 
+  const heartbeatLocal = async (id: string): Promise<void> => {
+    const text = await deps.renderHeartbeat?.(id);
+    if (text === undefined) return;
+    for (const conn of [...(bound.get(id) ?? [])]) send(conn, text);
+  };
+
+  /** Unbinds the sockets of those of `ids` the database no longer holds live. */
+  const checkLocal = async (ids: readonly string[]): Promise<void> => {
+    if (!deps.live || ids.length === 0) return;
+    const live = await deps.live(ids);
+    for (const id of ids) if (!live.has(id)) revokeLocal(id);
+  };
+
   const revokeLocal = (id: string): void => {
     for (const conn of [...(bound.get(id) ?? [])]) {
       unbind(conn, id);
@@ -216,7 +249,14 @@ export function createSocketHub(deps: SocketHubDeps): SocketHub {
     // `*` (the signals reconnected, messages may be lost) and anything unknown: nothing to redo here.
     const a = parseAnnouncement(payload);
     if (!a || (!bound.has(a.id) && !pendingBinds.has(a.id))) return;
-    const work = a.kind === 'notify' ? () => deliver(a.id, a.from, a.to) : async () => revokeLocal(a.id);
+    const work =
+      a.kind === 'notify'
+        ? () => deliver(a.id, a.from, a.to)
+        : a.kind === 'heartbeat'
+          ? () => heartbeatLocal(a.id)
+          : a.kind === 'check'
+            ? () => checkLocal([a.id])
+            : async () => revokeLocal(a.id);
     enqueue(a.id, work).catch((err: unknown) =>
       deps.log?.warn({ err, subscriptionId: a.id }, 'Websocket notifications could not be rendered'),
     );
@@ -244,6 +284,29 @@ export function createSocketHub(deps: SocketHubDeps): SocketHub {
     return 'bound';
   };
 
+  // The safety net: a `check` that ran before its write committed, or a subscription that left `active` another way
+  // (its author's access ended, the deliverer set it to `error`), is noticed within liveCheckMs.
+  const liveTimer = deps.live
+    ? setInterval(() => {
+        const ids = [...bound.keys()];
+        for (let i = 0; i < ids.length; i += 500) {
+          const chunk = ids.slice(i, i + 500);
+          void checkLocal(chunk).catch((err: unknown) =>
+            deps.log?.warn({ err }, 'Websocket subscriptions could not be checked'),
+          );
+        }
+      }, limits.liveCheckMs)
+    : undefined;
+  liveTimer?.unref();
+
+  const publishFor = async (
+    kind: 'heartbeat' | 'check' | 'revoke',
+    subscriptionId: string,
+  ): Promise<void> => {
+    if (!isValidId(subscriptionId)) throw new RangeError(`${kind}: an id`);
+    await deps.signals.publish(SOCKETS_CHANNEL, `${kind} ${subscriptionId}`);
+  };
+
   return {
     async announce(subscriptionId, fromNumber, toNumber) {
       if (!isValidId(subscriptionId) || !Number.isSafeInteger(fromNumber) || !Number.isSafeInteger(toNumber))
@@ -251,10 +314,9 @@ export function createSocketHub(deps: SocketHubDeps): SocketHub {
       if (fromNumber > toNumber) throw new RangeError('announce: fromNumber after toNumber');
       await deps.signals.publish(SOCKETS_CHANNEL, `notify ${subscriptionId} ${fromNumber} ${toNumber}`);
     },
-    async revoke(subscriptionId) {
-      if (!isValidId(subscriptionId)) throw new RangeError('revoke: an id');
-      await deps.signals.publish(SOCKETS_CHANNEL, `revoke ${subscriptionId}`);
-    },
+    heartbeat: (subscriptionId) => publishFor('heartbeat', subscriptionId),
+    check: (subscriptionId) => publishFor('check', subscriptionId),
+    revoke: (subscriptionId) => publishFor('revoke', subscriptionId),
     boundCount: (id) => bound.get(id)?.size ?? 0,
     socketCount: () => conns.size,
     open(socket) {
@@ -291,6 +353,7 @@ export function createSocketHub(deps: SocketHubDeps): SocketHub {
     async close() {
       if (closed) return;
       closed = true;
+      if (liveTimer) clearInterval(liveTimer);
       for (const conn of [...conns]) drop(conn, CLOSE.goingAway, 'Server shutting down');
       let timer: NodeJS.Timeout | undefined;
       const waited = new Promise<void>((resolve) => {

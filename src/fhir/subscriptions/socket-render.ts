@@ -1,6 +1,6 @@
 // What a websocket bound to a subscription receives (API.md §8 "Websocket"): the same notification Bundles as a
 // rest-hook of the topic form — a handshake at bind, then one Bundle per event — rendered on the instance that holds
-// the socket, from the events the deliverer numbered (socket-hub.ts announces their numbers).
+// the socket, from the events the deliverer numbered (socket-hub.ts announces their numbers), and heartbeats.
 import type { Queryable } from '../../storage/db.js';
 import { parseJson } from '../json/parse.js';
 import type { Resource } from '../types.js';
@@ -28,10 +28,12 @@ async function load(db: Queryable, id: string): Promise<Loaded | undefined> {
   return { resource, author: row.author, eventsCount: Number(row.events_count ?? 0) };
 }
 
-export async function renderSocketHandshake(
+/** The handshake sent at a bind, or a heartbeat (also a test notification); undefined when it is not live. */
+export async function renderSocketStatus(
   db: Queryable,
   fhirBase: string,
   id: string,
+  type: 'handshake' | 'heartbeat',
 ): Promise<string | undefined> {
   const s = await load(db, id);
   if (!s) return undefined;
@@ -42,10 +44,20 @@ export async function renderSocketHandshake(
     status: s.resource.status as string,
     eventsSinceStart: s.eventsCount,
     author: s.author,
-    type: 'handshake',
+    type,
     events: [],
   });
   return JSON.stringify(bundle);
+}
+
+/** Those of `ids` that are Subscriptions that may still notify (not deleted, `requested` or `active`). */
+export async function liveSubscriptions(db: Queryable, ids: readonly string[]): Promise<Set<string>> {
+  const r = await db.query<{ id: string }>(
+    `SELECT id FROM resources WHERE resource_type = 'Subscription' AND id = ANY($1::text[]) AND NOT deleted
+       AND content->>'status' IN ('requested', 'active')`,
+    [ids],
+  );
+  return new Set(r.rows.map((row) => row.id));
 }
 
 export async function renderSocketEvents(

@@ -110,7 +110,7 @@ async function recordState(
       item.projectId,
       JSON.stringify(authorOf(writer, item.projectId)),
       live,
-      shape.form === 'topic' && shape.channel === 'rest-hook' ? (shape.heartbeatPeriod ?? 0) : 0,
+      shape.form === 'topic' ? (shape.heartbeatPeriod ?? 0) : 0,
     ],
   );
   if (shape.status === 'off') {
