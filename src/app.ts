@@ -35,6 +35,9 @@ import { createExternalValidator } from './auth/external/validate-external-token
 import { createSubscriptionEngine, type SubscriptionEngine } from './fhir/subscriptions/engine.js';
 import { createBindingTokens, websocketUrl } from './fhir/subscriptions/binding-token.js';
 import type { SocketHub } from './fhir/subscriptions/socket-hub.js';
+import { createConformance } from './fhir/conformance/index.js';
+import type { SharedSet } from './fhir/conformance/model.js';
+import { createSharedSet } from './fhir/conformance/shared-set.js';
 
 /** Writes that may change who a token's login is: auth resource types, and any Bundle (it may hold them). */
 function changesPrincipals(url: string): boolean {
@@ -75,6 +78,8 @@ export interface AppDeps {
    * workers are not started (writes record events; nothing delivers them).
    */
   subscriptions?: SubscriptionEngine;
+  /** The shared conformance set (API.md §9); default: loaded from `config.packages` (lazily, on first use). */
+  sharedConformance?: SharedSet;
   /** Concurrency of requests with large bodies (http/plugins/large-bodies.ts); tests make them small. */
   largeBodies?: LargeBodyLimits;
   /**
@@ -124,6 +129,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       allowedOutboundHosts: config.allowedOutboundHosts,
       maxSubscriptionsPerProject: config.maxSubscriptionsPerProject,
     });
+  const conformance = createConformance(
+    db,
+    deps.sharedConformance ?? createSharedSet({ packages: config.packages }),
+  );
   // Modules below HTTP log through this: inside a request, their lines carry its reqId.
   const log = deps.logger ? contextLogger(deps.logger) : undefined;
   registerRequestLog(app, config.requestLog);
@@ -205,6 +214,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         maxActiveExportsPerUser: config.maxActiveExportsPerUser,
         csv,
         wsBinding: { tokens: bindingTokens, url: wsUrl },
+        conformance,
       });
       jobRoutes(f, {
         db,
@@ -222,6 +232,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         maxBundleEntries: config.maxBundleEntries,
         allowedOutboundHosts: config.allowedOutboundHosts,
         subscriptions: subscriptions.hooks,
+        conformance,
         written: statistics.written,
         binaries: files,
         binaryMaxBytes: config.binaryMaxBytes,

@@ -54,6 +54,11 @@ export const configSchema = z
       .int()
       .min(1)
       .default(50 * 1024 * 1024),
+    /**
+     * FHIR packages (npm package names installed beside the server, or paths to a package `.tgz` or folder) whose
+     * conformance resources are loaded at start and shared read-only by every project (API.md §9).
+     */
+    packages: z.array(z.string().min(1).max(1000)).max(100).default([]),
     /** Subscriptions that are not `off` one project may hold (API.md §8); one more answers 422 naming the limit. */
     maxSubscriptionsPerProject: z.coerce.number().int().min(0).default(1000),
     /** Largest number of entries accepted in one batch or transaction Bundle. */

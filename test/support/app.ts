@@ -21,6 +21,7 @@ import {
   type SubscriptionEngine,
 } from '../../src/fhir/subscriptions/engine.js';
 import type { LargeBodyLimits } from '../../src/http/plugins/large-bodies.js';
+import type { SharedSet } from '../../src/fhir/conformance/model.js';
 import type { SocketHub, SocketLimits } from '../../src/fhir/subscriptions/socket-hub.js';
 import type { WsLimits } from '../../src/http/routes/subscription-ws.js';
 
@@ -72,6 +73,8 @@ export interface TestAppExtras {
   deliver?: NonNullable<EngineOptions['delivery']>;
   /** The websocket hub of Subscriptions (default: the app's own, which renders nothing). */
   subscriptionSockets?: SocketHub;
+  /** The shared conformance set (API.md §9; default: the one `config.packages` names). */
+  sharedConformance?: SharedSet;
   /** The subscription hub's limits (default: the server's). */
   socketLimits?: Partial<SocketLimits>;
   /** Websocket limits (default: the server's). */
@@ -122,6 +125,7 @@ export async function startTestApp(
   if (extras.deliver) subscriptions.deliverer.start();
   const app = await buildApp({
     subscriptions,
+    ...(extras.sharedConformance ? { sharedConformance: extras.sharedConformance } : {}),
     config,
     db,
     keys,

@@ -3,6 +3,7 @@
 // are derived from these definitions (src/fhir/operations/index.ts), never written out by hand.
 import type { Db } from '../../storage/db.js';
 import type { Signals } from '../../storage/signals.js';
+import type { Conformance } from '../conformance/model.js';
 import type { CsvRuntime } from '../csv/runtime.js';
 import type { RepoContext } from '../repository/context.js';
 import type { FhirResult } from '../result.js';
@@ -19,6 +20,8 @@ export interface OperationEnv {
   csv: CsvRuntime;
   /** `$get-ws-binding-token`: the binding-token signer and the websocket URL. */
   wsBinding: WsBindingEnv;
+  /** Profiles, terminology and canonical resolution (API.md §9). */
+  conformance: Conformance;
 }
 
 /** One invocation: the caller, the target named in the URL, and the parameters. */

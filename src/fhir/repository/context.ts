@@ -3,6 +3,7 @@ import type { FileStore } from '../../storage/files.js';
 import type { Actor } from '../access.js';
 import type { AccessScope } from '../types.js';
 import type { SubscriptionHooks } from '../subscriptions/subscription-writes.js';
+import type { Conformance } from '../conformance/model.js';
 
 export interface RepoContext {
   actor: Actor;
@@ -29,6 +30,11 @@ export interface RepoContext {
    * Subscription records. Absent (bootstrap, jobs, tests of the repository alone): writes notify nothing.
    */
   subscriptions?: SubscriptionHooks;
+  /**
+   * Profiles, terminology and canonical resolution (API.md §9): writes that declare `meta.profile` are validated
+   * against it. Absent (bootstrap, jobs, tests of the repository alone): only the base definitions are checked.
+   */
+  conformance?: Conformance;
 }
 
 export function visible(ctx: Pick<RepoContext, 'scope'>, projectId: string): boolean {

@@ -46,7 +46,7 @@ export function repoContext(
   request: FastifyRequest,
   env: Pick<
     RepoContext,
-    'clock' | 'newId' | 'fhirBase' | 'allowedOutboundHosts' | 'binaries' | 'subscriptions'
+    'clock' | 'newId' | 'fhirBase' | 'allowedOutboundHosts' | 'binaries' | 'subscriptions' | 'conformance'
   >,
 ): RepoContext {
   const p = principalOf(request);

@@ -7,6 +7,7 @@ import { handling } from '../../fhir/operations/export-params.js';
 import { FhirError } from '../../fhir/outcome.js';
 import { processBatch } from '../../fhir/repository/batch.js';
 import type { RepoContext } from '../../fhir/repository/context.js';
+import type { Conformance } from '../../fhir/conformance/model.js';
 import type { SubscriptionHooks } from '../../fhir/subscriptions/subscription-writes.js';
 import { conditionalDelete, conditionalPatch, conditionalUpdate } from '../../fhir/repository/conditional.js';
 import { searchCompartment } from '../../fhir/repository/compartment-search.js';
@@ -39,6 +40,8 @@ export interface FhirRouteDeps {
   allowedOutboundHosts?: readonly string[];
   /** The subscription engine's write hooks (API.md §8). */
   subscriptions?: SubscriptionHooks;
+  /** Profiles, terminology and canonical resolution (API.md §9). */
+  conformance?: Conformance;
   /** Told how many resources a request wrote (keeps planner statistics fresh during bulk loads). */
   written: (rows: number) => void;
   /** Where Binary contents live (absent: in their rows, as base64 `data`), and the largest raw upload in bytes. */
@@ -82,6 +85,7 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     ...(deps.allowedOutboundHosts ? { allowedOutboundHosts: deps.allowedOutboundHosts } : {}),
     ...(deps.binaries ? { binaries: deps.binaries } : {}),
     ...(deps.subscriptions ? { subscriptions: deps.subscriptions } : {}),
+    ...(deps.conformance ? { conformance: deps.conformance } : {}),
   };
   const ctx = (req: FastifyRequest): RepoContext => repoContext(req, env);
   const send = (reply: FastifyReply, r: FhirResult): FastifyReply => sendResult(reply, r, deps.fhirBase);

@@ -30,7 +30,12 @@ export function operationPaths(op: OperationDefinition): string[] {
 }
 
 export function operationRoutes(app: FastifyInstance, deps: OperationRouteDeps): void {
-  const env = { clock: deps.clock, newId: deps.newId, fhirBase: deps.fhirBase };
+  const env = {
+    clock: deps.clock,
+    newId: deps.newId,
+    fhirBase: deps.fhirBase,
+    conformance: deps.conformance,
+  };
   const input = (req: FastifyRequest, type: string | undefined): OperationInput => {
     const params = req.params as { type?: string; id?: string };
     const prefer = req.headers.prefer;
