@@ -359,6 +359,15 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
       expect(json.id).toBe(id);
       await page.getByRole('button', { name: 'Show history' }).click();
       await page.getByRole('button', { name: 'Version 1' }).waitFor();
+      // $validate against the base profile (offered first: the Patient declares none), then an unknown one.
+      const profile = page.getByLabel('Profile');
+      expect(await profile.inputValue()).toBe('http://hl7.org/fhir/StructureDefinition/Patient');
+      await page.getByRole('button', { name: 'Validate' }).click();
+      const issues = page.getByRole('table', { name: 'Validation issues' });
+      await issues.getByText('All OK').waitFor();
+      await profile.fill('http://example.org/StructureDefinition/nobody-knows');
+      await page.getByRole('button', { name: 'Validate' }).click();
+      await issues.locator('tr.issue-error').filter({ hasText: 'nobody-knows' }).waitFor();
       await checkPage('console-resource');
       // A deep link opens the same page after a reload (the server's single-page fallback).
       await page.reload();

@@ -1,9 +1,11 @@
 // Browse and search any resource type with the server's paging links, view one resource as JSON, and its history
-// (FHIR RESTful API: search, read, history, https://hl7.org/fhir/R4/http.html).
+// (FHIR RESTful API: search, read, history, https://hl7.org/fhir/R4/http.html), and what $validate says of it against a
+// chosen profile (API.md §9).
 import { useEffect, useState } from 'preact/hooks';
 import type { PageProps } from '../app.js';
 import { loadTypes } from '../lib/capabilities.js';
 import { displayName, entries, linkOf, when, type Bundle, type Resource } from '../lib/fhir.js';
+import { profileChoices, validateBody, validationRows, type ValidationRow } from '../lib/validation.js';
 import { ErrorBox, Field, message } from '../ui.js';
 
 function SearchView({ api, navigate, type, ...rest }: PageProps & { type: string }) {
@@ -162,6 +164,101 @@ function CreateResource({ api, navigate, type, me, projectId }: PageProps & { ty
   );
 }
 
+/** `$validate` of the version shown against a profile chosen from those it declares, the base and the server's. */
+function ValidateCard({
+  api,
+  type,
+  resource,
+}: Pick<PageProps, 'api'> & { type: string; resource: Resource }) {
+  const [known, setKnown] = useState<string[]>([]);
+  const [profile, setProfile] = useState('');
+  const [rows, setRows] = useState<ValidationRow[]>();
+  const [error, setError] = useState<string>();
+  const choices = profileChoices(resource, known);
+
+  useEffect(() => {
+    setProfile(choices[0] ?? '');
+    setRows(undefined);
+    api
+      .request<Bundle>(`StructureDefinition?type=${encodeURIComponent(type)}&_elements=url&_count=200`)
+      .then((r) =>
+        setKnown(
+          entries(r.body)
+            .map((sd) => sd.url)
+            .filter((u): u is string => typeof u === 'string'),
+        ),
+      )
+      .catch(() => setKnown([]));
+  }, [type, resource]);
+
+  const run = async (e: Event) => {
+    e.preventDefault();
+    setError(undefined);
+    try {
+      const answer = await api.request(`${type}/${resource.id ?? ''}/$validate`, {
+        method: 'POST',
+        json: validateBody(resource, profile),
+      });
+      setRows(validationRows(answer.body));
+    } catch (err) {
+      setRows(undefined);
+      setError(message(err));
+    }
+  };
+
+  return (
+    <form class="card" aria-labelledby="validate-title" onSubmit={(e) => void run(e)}>
+      <h3 id="validate-title">Validate</h3>
+      <Field
+        label="Profile"
+        hint="A canonical URL: the resource's own profiles and the server's are suggested"
+      >
+        {(fid) => (
+          <>
+            <input
+              id={fid}
+              list={`${fid}-profiles`}
+              value={profile}
+              onInput={(e) => setProfile((e.target as HTMLInputElement).value)}
+            />
+            <datalist id={`${fid}-profiles`}>
+              {choices.map((c) => (
+                <option value={c} />
+              ))}
+            </datalist>
+          </>
+        )}
+      </Field>
+      <button type="submit">Validate</button>
+      <ErrorBox error={error} />
+      {rows ? (
+        <div class="table-wrap">
+          <table aria-label="Validation issues">
+            <thead>
+              <tr>
+                <th scope="col">Severity</th>
+                <th scope="col">Issue</th>
+                <th scope="col">Where</th>
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((r) => (
+                <tr class={`issue-${r.severity}`}>
+                  <td>{r.severity}</td>
+                  <td>{r.text}</td>
+                  <td>
+                    <code>{r.expression}</code>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ) : null}
+    </form>
+  );
+}
+
 function ResourceView({ api, navigate, type, id }: PageProps & { type: string; id: string }) {
   const [resource, setResource] = useState<Resource>();
   const [history, setHistory] = useState<Resource[]>();
@@ -224,6 +321,7 @@ function ResourceView({ api, navigate, type, id }: PageProps & { type: string; i
           </ul>
         </div>
       ) : null}
+      {shown ? <ValidateCard api={api} type={type} resource={shown} /> : null}
       {shown ? (
         <pre class="json" tabIndex={0} aria-label={`${type}/${id} as JSON`}>
           {JSON.stringify(shown, null, 2)}
