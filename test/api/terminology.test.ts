@@ -76,7 +76,7 @@ describe.each(testDatabases())('terminology operations on $name', (database) => 
   let narrow: string;
   const ids: Record<string, string> = {};
 
-  const call = (method: 'GET' | 'POST', path: string, payload?: unknown, token = admin) =>
+  const call = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, payload?: unknown, token = admin) =>
     t.request({
       method,
       url: `${t.fhir}/${path}`,
@@ -206,6 +206,40 @@ describe.each(testDatabases())('terminology operations on $name', (database) => 
       const none = await ok('GET', `${url}&count=0`);
       expect(none.expansion).toMatchObject({ total: 3 });
       expect((none.expansion as Json).contains).toBeUndefined();
+    });
+
+    it('sees a change to the code system or the value set at once, and a deletion', async () => {
+      const cs = {
+        resourceType: 'CodeSystem',
+        url: 'http://example.org/cs/changing',
+        status: 'active',
+        content: 'complete',
+      };
+      const stored = await created(t, admin, { ...cs, concept: [{ code: 'one' }] });
+      const vs = await created(t, admin, {
+        resourceType: 'ValueSet',
+        url: 'http://example.org/vs/changing',
+        status: 'active',
+        compose: { include: [{ system: cs.url }] },
+      });
+      const expand = 'ValueSet/$expand?url=http://example.org/vs/changing';
+      expect(codes(await ok('GET', expand))).toEqual(['one']);
+      expect(codes(await ok('GET', expand))).toEqual(['one']);
+      const put = await call('PUT', `CodeSystem/${stored.id as string}`, {
+        ...cs,
+        id: stored.id,
+        concept: [{ code: 'one' }, { code: 'two' }],
+      });
+      expect(put.statusCode, put.body).toBe(200);
+      expect(codes(await ok('GET', expand))).toEqual(['one', 'two']);
+      const vsPut = await call('PUT', `ValueSet/${vs.id as string}`, {
+        ...vs,
+        compose: { include: [{ system: cs.url, concept: [{ code: 'two' }] }] },
+      });
+      expect(vsPut.statusCode, vsPut.body).toBe(200);
+      expect(codes(await ok('GET', expand))).toEqual(['two']);
+      expect((await call('DELETE', `ValueSet/${vs.id as string}`)).statusCode).toBeLessThan(300);
+      expect(await fails(404, 'GET', expand)).toBe('not-found');
     });
 
     it('answers 400 for bad input and 404 for unknown value sets', async () => {

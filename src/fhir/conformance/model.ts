@@ -52,10 +52,11 @@ export interface At {
 export interface ConformanceResolver {
   resolve(at: At, type: ConformanceType, canonical: string): Promise<Resource | undefined>;
   /**
-   * What `resolve` would answer, as a short identity (resolver.ts `stampOf`) without reading its content; undefined
-   * when nothing resolves. Optional: caches (terminology) use it to check that what they compiled is still current.
+   * A short text that changes whenever what `resolve(at, type, canonical)` answers may have changed (equal stamps:
+   * equal answers, "nothing" included), found without reading any resource's content. Optional: caches (terminology)
+   * use it to check that what they compiled is still current.
    */
-  stamp?(at: At, type: ConformanceType, canonical: string): Promise<string | undefined>;
+  stamp?(at: At, type: ConformanceType, canonical: string): Promise<string>;
 }
 
 export interface Coding {

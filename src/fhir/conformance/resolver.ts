@@ -49,17 +49,22 @@ export function createResolver(db: Queryable, shared: SharedSet): ConformanceRes
       return shared.byUrl(type, url, version);
     },
     async stamp(at: At, type: ConformanceType, canonical: string) {
-      const { url, version } = splitCanonical(canonical);
+      // The project's generation of this type: any write of one (create, update, delete, expunge) changes the count,
+      // the sum of version ids or the latest rid, so it is found from the rows' small columns alone (a large
+      // CodeSystem's content is never read). Otherwise, the shared set's answer, fixed for the process's life.
       if (at.projectId !== null) {
-        const r = await (at.db ?? db).query<{ id: string; version_id: number | string }>(
-          `SELECT id, version_id ${PROJECT_MATCH}`,
-          [type, at.projectId, url, version ?? null],
+        const r = await (at.db ?? db).query<{ n: string; v: string | null; r: string | null }>(
+          `SELECT count(*)::text AS n, sum(version_id)::text AS v, max(rid)::text AS r FROM resources
+           WHERE resource_type = $1 AND project_id = $2`,
+          [type, at.projectId],
         );
-        const row = r.rows[0];
-        if (row) return `p:${at.projectId}:${type}/${row.id}:${String(row.version_id)}`;
+        const g = r.rows[0];
+        if (g && g.n !== '0')
+          return `g:${at.projectId}:${type}:${g.n}:${g.v ?? ''}:${g.r ?? ''}|${canonical}`;
       }
+      const { url, version } = splitCanonical(canonical);
       const s = shared.byUrl(type, url, version);
-      return s ? stampOf(type, s) : undefined;
+      return s ? stampOf(type, s) : `s:none|${type}|${canonical}`;
     },
   };
 }

@@ -1,7 +1,7 @@
 // What terminology remembers between requests: compiled code systems by content identity, and expansions by the
 // value set's identity in a project, each with the identities of everything it was computed from (the code systems
-// and imported value sets). A hit is used only while every one of those still resolves to the same identity (a
-// `stamp` query each, no content read), so a write to any input is seen at once, on every instance.
+// and imported value sets). A hit is used only while every one of those still has the same stamp (resolver.ts: a
+// query on the rows' small columns, no content read), so a write to any input is seen at once, on every instance.
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Resource } from '../../types.js';
@@ -27,25 +27,29 @@ export interface CachedExpansion {
   deps: Dependency[];
 }
 
+/** What a stamp that resolves to no code system is remembered as. */
+const MISSING = { missing: true } as const;
+
 /** A resource given inline: identified by its content. */
 export const contentStamp = (r: Resource): string =>
   `h:${createHash('sha256').update(JSON.stringify(r)).digest('base64url')}`;
 
 export interface TerminologyCache {
-  /** What a canonical resolves to now: its stamp (`none` when nothing), and the resource when it had to be read. */
+  /** The stamp of what a canonical resolves to now, and the resource when it had to be read to know. */
   current(at: At, type: ConformanceType, canonical: string): Promise<{ stamp: string; resource?: Resource }>;
-  /** A code system compiled once per stamp. */
-  index(stamp: string, resource: Resource): CodeSystemIndex;
-  compiled(stamp: string): CodeSystemIndex | undefined;
+  /** A code system compiled once per stamp (`null`: the stamp resolves to nothing). */
+  index(stamp: string, resource: Resource | undefined): CodeSystemIndex | null;
+  /** The code system compiled for a stamp (`null`: nothing resolves), or undefined when not known yet. */
+  compiled(stamp: string): CodeSystemIndex | null | undefined;
   /** A cached expansion whose inputs are all unchanged. */
   expansion(at: At, key: string): Promise<CachedExpansion | undefined>;
   remember(key: string, e: CachedExpansion): void;
 }
 
 export function createTerminologyCache(resolver: ConformanceResolver): TerminologyCache {
-  const indexes = new LRUCache<string, CodeSystemIndex>({
+  const indexes = new LRUCache<string, CodeSystemIndex | typeof MISSING>({
     maxSize: MAX_CACHED_CONCEPTS,
-    sizeCalculation: (i) => i.concepts.length + 1,
+    sizeCalculation: (i) => ('concepts' in i ? i.concepts.length : 0) + 1,
   });
   const expansions = new LRUCache<string, CachedExpansion>({
     maxSize: MAX_CACHED_CODES,
@@ -56,18 +60,23 @@ export function createTerminologyCache(resolver: ConformanceResolver): Terminolo
     type: ConformanceType,
     canonical: string,
   ): Promise<{ stamp: string; resource?: Resource }> => {
-    if (resolver.stamp) return { stamp: (await resolver.stamp(at, type, canonical)) ?? 'none' };
+    if (resolver.stamp) return { stamp: await resolver.stamp(at, type, canonical) };
     const resource = await resolver.resolve(at, type, canonical);
-    return resource ? { stamp: stampOf(type, resource), resource } : { stamp: 'none' };
+    return resource
+      ? { stamp: stampOf(type, resource), resource }
+      : { stamp: `none|${at.projectId ?? ''}|${type}|${canonical}` };
   };
   return {
     current,
     index(stamp, resource) {
       let i = indexes.get(stamp);
-      if (!i) indexes.set(stamp, (i = buildCodeSystemIndex(resource)));
-      return i;
+      if (!i) indexes.set(stamp, (i = resource ? buildCodeSystemIndex(resource) : MISSING));
+      return 'concepts' in i ? i : null;
     },
-    compiled: (stamp) => indexes.get(stamp),
+    compiled(stamp) {
+      const i = indexes.get(stamp);
+      return i === undefined ? undefined : 'concepts' in i ? i : null;
+    },
     async expansion(at, key) {
       const hit = expansions.get(key);
       if (!hit) return undefined;

@@ -32,7 +32,7 @@ function fakeResolver(initial: Resource[]): ConformanceResolver & { put(r: Resou
     },
     async stamp(_at: At, type: ConformanceType, canonical: string) {
       const r = find(type, canonical);
-      return r ? `p:p1:${type}/${String(r.id)}:${String(r.meta?.versionId)}` : undefined;
+      return r ? `p:p1:${type}/${String(r.id)}:${String(r.meta?.versionId)}` : `none ${type} ${canonical}`;
     },
   };
   return self;

@@ -93,19 +93,21 @@ export function createTerminology(deps: {
     const canonical = version ? `${system}|${version}` : system;
     const now = await cache.current(at, 'CodeSystem', canonical);
     seen?.push({ type: 'CodeSystem', canonical, stamp: now.stamp });
-    if (now.stamp === 'none') return undefined;
     const compiled = cache.compiled(now.stamp);
-    if (compiled) return compiled;
+    if (compiled !== undefined) return compiled ?? undefined;
     const r = now.resource ?? (await deps.resolver.resolve(at, 'CodeSystem', canonical));
-    return r ? cache.index(stampOf('CodeSystem', r), r) : undefined;
+    return cache.index(now.stamp, r) ?? undefined;
   }
 
-  async function byCanonical(at: At, canonical: string): Promise<{ target?: Target; dep: Dependency }> {
-    const now = await cache.current(at, 'ValueSet', canonical);
-    const dep: Dependency = { type: 'ValueSet', canonical, stamp: now.stamp };
-    if (now.stamp === 'none') return { dep };
-    const load = async () => now.resource ?? (await deps.resolver.resolve(at, 'ValueSet', canonical));
-    return { dep, target: { key: `${project(at)}|${now.stamp}`, label: canonical, load } };
+  function byCanonical(at: At, canonical: string): Promise<{ target: Target; dep: Dependency }> {
+    return cache.current(at, 'ValueSet', canonical).then((now) => ({
+      dep: { type: 'ValueSet', canonical, stamp: now.stamp },
+      target: {
+        key: `${project(at)}|${now.stamp}`,
+        label: canonical,
+        load: async () => now.resource ?? (await deps.resolver.resolve(at, 'ValueSet', canonical)),
+      },
+    }));
   }
 
   async function expansion(
@@ -126,7 +128,7 @@ export function createTerminology(deps: {
       valueSet: async (canonical) => {
         const { target: inner, dep } = await byCanonical(at, canonical);
         seen.push(dep);
-        const sub = inner ? await expansion(at, inner, [...chain, target.key]) : undefined;
+        const sub = await expansion(at, inner, [...chain, target.key]);
         if (!sub) throw missingImport(canonical);
         seen.push(...sub.deps);
         return sub.codes;
@@ -143,8 +145,7 @@ export function createTerminology(deps: {
       const key = `${project(at)}|${contentStamp(valueSet)}`;
       return expansion(at, { key, label: String(valueSet.url ?? 'inline'), load: async () => valueSet }, []);
     }
-    const { target } = await byCanonical(at, valueSet);
-    return target ? expansion(at, target, []) : undefined;
+    return expansion(at, (await byCanonical(at, valueSet)).target, []);
   }
 
   async function expand(
@@ -193,7 +194,7 @@ export function createTerminology(deps: {
     below: (at, system, code) => hierarchy(at, system, code, false),
     above: (at, system, code) => hierarchy(at, system, code, true),
     codeSystem: (at, system, version) => codeSystem(at, system, version),
-    compileStored: (r) => cache.index(stampOf('CodeSystem', r), r),
+    compileStored: (r) => cache.index(stampOf('CodeSystem', r), r) as CodeSystemIndex,
     codes: async (at, valueSet) => (await expanded(at, valueSet))?.list,
   };
 }
