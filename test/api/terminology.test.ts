@@ -203,6 +203,8 @@ describe.each(testDatabases())('terminology operations on $name', (database) => 
         ),
       );
       expect(((posted.expansion as Json).contains as Json[]).length).toBe(1);
+      expect(await fails(400, 'GET', `${url}&activeOnly=maybe`)).toBe('invalid');
+      expect(codes(await ok('GET', `${url}&activeOnly=true`))).toEqual(['cat', 'dog', 'mammal']);
       const none = await ok('GET', `${url}&count=0`);
       expect(none.expansion).toMatchObject({ total: 3 });
       expect((none.expansion as Json).contains).toBeUndefined();

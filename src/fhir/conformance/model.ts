@@ -71,6 +71,8 @@ export interface ExpansionContains {
   version?: string;
   code: string;
   display?: string;
+  /** Not for current use (the concept's `inactive` property, or `status` retired). */
+  inactive?: boolean;
 }
 
 export interface Expansion {
@@ -85,6 +87,8 @@ export interface ExpandOptions {
   filter?: string;
   offset?: number;
   count?: number;
+  /** Leave out inactive codes ($expand `activeOnly`). */
+  activeOnly?: boolean;
 }
 
 export interface ValidateCodeResult {

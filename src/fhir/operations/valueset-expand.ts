@@ -1,6 +1,6 @@
 // ValueSet/$expand (https://hl7.org/fhir/R4/valueset-operation-expand.html, API.md §9): GET or POST at type level (a
-// value set by `url`, or given inline as `valueSet` in a POST) and instance level; `filter` (text in code or display),
-// `offset` and `count` page the codes. Answers the ValueSet with its `expansion` (identifier, timestamp, total of the
+// value set by `url`, or given inline as `valueSet` in a POST) and instance level; `filter` (text in code or display)
+// and `activeOnly` (no inactive codes) narrow, `offset` and `count` page the codes. Answers the ValueSet with its `expansion` (identifier, timestamp, total of the
 // codes matching, offset, parameters, contains). Too many codes: 422 `too-costly`, never a partial expansion.
 import { randomUUID } from 'node:crypto';
 import { FhirError } from '../outcome.js';
@@ -23,6 +23,7 @@ const KINDS: Record<string, Kind> = {
   filter: 'text',
   count: 'text',
   offset: 'text',
+  activeOnly: 'text',
 };
 
 const bad = (text: string, code: string): FhirError => new FhirError('invalid', text, `expand.${code}`);
@@ -66,17 +67,23 @@ async function expand(env: OperationEnv, i: OperationInput) {
   const count = whole(p.text('count'), 'count');
   const offset = whole(p.text('offset'), 'offset') ?? 0;
   const filter = p.text('filter');
+  const activeText = p.text('activeOnly');
+  if (activeText !== undefined && activeText !== 'true' && activeText !== 'false')
+    throw bad('activeOnly must be true or false', 'active-only');
+  const activeOnly = activeText === 'true';
   const vs = await target(env, i, p);
   const e = await terminologyOf(env).expand(vs.at, vs.canonical ?? vs.resource, {
     ...(filter ? { filter } : {}),
     offset,
     ...(count !== undefined ? { count } : {}),
+    ...(activeOnly ? { activeOnly } : {}),
   });
   if (!e) throw new FhirError('not-found', 'Unknown value set', 'expand.gone');
   const parameter = [
     ...(filter ? [{ name: 'filter', valueString: filter }] : []),
     ...(count !== undefined ? [{ name: 'count', valueInteger: count }] : []),
     { name: 'offset', valueInteger: offset },
+    ...(activeOnly ? [{ name: 'activeOnly', valueBoolean: true }] : []),
   ];
   const { text: _text, ...rest } = vs.resource;
   const expansion = {

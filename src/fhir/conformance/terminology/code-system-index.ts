@@ -19,6 +19,8 @@ export interface Concept {
   definition?: string;
   designations: Json[];
   properties: ConceptProperty[];
+  /** Not for current use: its `inactive` property is true, or its `status` is retired or inactive. */
+  inactive?: true;
 }
 
 export interface CodeSystemIndex {
@@ -41,6 +43,8 @@ export interface CodeSystemIndex {
   subsumes(a: number, b: number): boolean;
 }
 
+/** `status` values of concepts not for current use (https://hl7.org/fhir/R4/codesystem-concept-properties.html). */
+const INACTIVE = new Set(['retired', 'inactive']);
 /** Walks of a polyhierarchy remembered per index. */
 const MEMO = 1024;
 const HIERARCHY_UP = new Set(['parent', 'subsumedBy']);
@@ -75,12 +79,18 @@ function flatten(top: unknown): { concepts: Concept[]; nestedParent: number[] } 
     if (!isObject(c) || typeof c.code !== 'string') continue;
     const display = str(c.display);
     const definition = str(c.definition);
+    const properties = propertiesOf(c);
+    const inactive = properties.some(
+      (p) =>
+        (p.code === 'inactive' && p.value === true) || (p.code === 'status' && INACTIVE.has(String(p.value))),
+    );
     concepts.push({
       code: c.code,
       ...(display !== undefined ? { display } : {}),
       ...(definition !== undefined ? { definition } : {}),
       designations: Array.isArray(c.designation) ? c.designation.filter(isObject) : [],
-      properties: propertiesOf(c),
+      properties,
+      ...(inactive ? { inactive: true as const } : {}),
     });
     nestedParent.push(frame.parent);
     if (Array.isArray(c.concept)) stack.push({ list: c.concept, at: 0, parent: concepts.length - 1 });

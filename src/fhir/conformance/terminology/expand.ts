@@ -13,6 +13,7 @@ export interface Code {
   version?: string;
   code: string;
   display?: string;
+  inactive?: boolean;
 }
 
 /** Codes by `system` NUL `code`, in expansion order. */
@@ -26,6 +27,8 @@ export interface ExpandSources {
   /** The expansion of an imported value set (a canonical); throws when it is unknown or cannot be expanded. */
   valueSet(canonical: string): Promise<CodeSet>;
   maxCodes: number;
+  /** compose.inactive = false: inactive codes are left out. */
+  activeOnly?: boolean;
 }
 
 type Json = Record<string, unknown>;
@@ -54,23 +57,29 @@ function checkSize(set: { size: number }, max: number): void {
   if (set.size > max) throw tooCostly(max);
 }
 
-function fromIndex(cs: CodeSystemIndex, positions: Iterable<number>, max: number): CodeSet {
+function fromIndex(cs: CodeSystemIndex, positions: Iterable<number>, src: ExpandSources): CodeSet {
   const out: CodeSet = new Map();
   for (const i of positions) {
     const c = cs.concepts[i];
-    if (!c) continue;
+    if (!c || (c.inactive && src.activeOnly)) continue;
     out.set(codeKey(cs.url, c.code), {
       system: cs.url,
       ...(cs.version !== undefined ? { version: cs.version } : {}),
       code: c.code,
       ...(c.display !== undefined ? { display: c.display } : {}),
+      ...(c.inactive ? { inactive: true } : {}),
     });
-    checkSize(out, max);
+    checkSize(out, src.maxCodes);
   }
   return out;
 }
 
-function listed(system: string, concepts: Json[], cs: CodeSystemIndex | undefined, max: number): CodeSet {
+function listed(
+  system: string,
+  concepts: Json[],
+  cs: CodeSystemIndex | undefined,
+  src: ExpandSources,
+): CodeSet {
   const out: CodeSet = new Map();
   const checked = cs && cs.content !== 'fragment' && cs.content !== 'not-present';
   for (const c of concepts) {
@@ -79,14 +88,17 @@ function listed(system: string, concepts: Json[], cs: CodeSystemIndex | undefine
     const at = cs?.find(code);
     if (checked && at === undefined) continue; // not a code of that code system
     const display = str(c.display) ?? (at !== undefined ? cs?.concepts[at]?.display : undefined);
-    const found = at !== undefined ? cs?.concepts[at]?.code : undefined;
+    const concept = at !== undefined ? cs?.concepts[at] : undefined;
+    if (concept?.inactive && src.activeOnly) continue;
+    const found = concept?.code;
     out.set(codeKey(system, found ?? code), {
       system,
       ...(cs?.version !== undefined ? { version: cs.version } : {}),
       code: found ?? code,
       ...(display !== undefined ? { display } : {}),
+      ...(concept?.inactive ? { inactive: true } : {}),
     });
-    checkSize(out, max);
+    checkSize(out, src.maxCodes);
   }
   return out;
 }
@@ -95,12 +107,12 @@ async function systemPart(inc: Json, system: string, src: ExpandSources): Promis
   const cs = await src.codeSystem(system, str(inc.version));
   const concepts = list(inc.concept);
   const filters = list(inc.filter);
-  if (concepts.length > 0) return listed(system, concepts, cs, src.maxCodes);
+  if (concepts.length > 0) return listed(system, concepts, cs, src);
   if (!cs || cs.content === 'not-present')
     throw unknownSystem(system, filters.length > 0 ? 'a filter' : 'the whole content');
   if (filters.length === 0) {
     if (cs.concepts.length > src.maxCodes) throw tooCostly(src.maxCodes);
-    return fromIndex(cs, cs.concepts.keys(), src.maxCodes);
+    return fromIndex(cs, cs.concepts.keys(), src);
   }
   let positions: Set<number> | undefined;
   for (const f of filters) {
@@ -112,7 +124,7 @@ async function systemPart(inc: Json, system: string, src: ExpandSources): Promis
     const hit = applyFilter(cs, filter);
     positions = positions ? new Set(hit.filter((i) => (positions as Set<number>).has(i))) : new Set(hit);
   }
-  return fromIndex(cs, positions ?? [], src.maxCodes);
+  return fromIndex(cs, positions ?? [], src);
 }
 
 const intersect = (a: CodeSet, b: CodeSet): CodeSet => new Map([...a].filter(([k]) => b.has(k)));
@@ -153,9 +165,10 @@ function carried(expansion: Json, max: number): CodeSet {
 }
 
 /** Every code of `vs`. */
-export async function expandCompose(vs: Resource, src: ExpandSources): Promise<CodeSet> {
+export async function expandCompose(vs: Resource, sources: ExpandSources): Promise<CodeSet> {
   const compose = isObject(vs.compose) ? vs.compose : undefined;
-  if (!compose) return isObject(vs.expansion) ? carried(vs.expansion, src.maxCodes) : new Map();
+  if (!compose) return isObject(vs.expansion) ? carried(vs.expansion, sources.maxCodes) : new Map();
+  const src = { ...sources, activeOnly: compose.inactive === false };
   const out: CodeSet = new Map();
   for (const inc of list(compose.include)) {
     for (const [k, c] of await part(inc, src)) if (!out.has(k)) out.set(k, c);

@@ -235,6 +235,33 @@ describe('terminology engine', () => {
     expect(await codesOf(t, carried)).toEqual(['a', 'b']);
   });
 
+  it('marks inactive codes, leaves them out with compose.inactive = false or activeOnly', async () => {
+    const cs: Resource = {
+      resourceType: 'CodeSystem',
+      url: 'http://x/status',
+      concept: [
+        { code: 'live' },
+        { code: 'old', property: [{ code: 'status', valueCode: 'retired' }] },
+        { code: 'off', property: [{ code: 'inactive', valueBoolean: true }] },
+      ],
+    };
+    const t = createTerminology({ resolver: fakeResolver([cs]) });
+    const all = vs('http://x/s', { include: [{ system: 'http://x/status' }] });
+    expect((await t.expand(AT, all))?.contains.filter((c) => c.inactive).map((c) => c.code)).toEqual([
+      'old',
+      'off',
+    ]);
+    expect(await codesOf(t, { ...all, compose: { ...(all.compose as object), inactive: false } })).toEqual([
+      'live',
+    ]);
+    expect((await t.expand(AT, all, { activeOnly: true }))?.contains.map((c) => c.code)).toEqual(['live']);
+    const listed = vs('http://x/l', {
+      inactive: false,
+      include: [{ system: 'http://x/status', concept: [{ code: 'old' }, { code: 'live' }] }],
+    });
+    expect(await codesOf(t, listed)).toEqual(['live']);
+  });
+
   it('filters text on code and display, and pages', async () => {
     const t = createTerminology({ resolver: fakeResolver([codeSystem]) });
     const all = vs('http://x/all', { include: [{ system: CS }] });

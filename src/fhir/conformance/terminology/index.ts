@@ -156,9 +156,15 @@ export function createTerminology(deps: {
     const e = await expanded(at, valueSet);
     if (!e) return undefined;
     const text = options.filter?.toLowerCase();
-    const matching = text
-      ? e.list.filter((c) => c.code.toLowerCase().includes(text) || !!c.display?.toLowerCase().includes(text))
-      : e.list;
+    const active = options.activeOnly === true;
+    const matching =
+      text || active
+        ? e.list.filter(
+            (c) =>
+              (!active || !c.inactive) &&
+              (!text || c.code.toLowerCase().includes(text) || !!c.display?.toLowerCase().includes(text)),
+          )
+        : e.list;
     const offset = options.offset ?? 0;
     const end = options.count === undefined ? undefined : offset + options.count;
     return { total: matching.length, contains: matching.slice(offset, end) };
