@@ -106,6 +106,8 @@ describe('terminology engine', () => {
     expect(await codesOf(t, filter('concept', 'generalizes', 'dog'))).toEqual(['animal', 'dog', 'mammal']);
     expect(await codesOf(t, filter('kind', '=', 'pet'))).toEqual(['cat', 'dog']);
     expect(await codesOf(t, filter('kind', 'in', 'warm, pet'))).toEqual(['cat', 'dog', 'mammal']);
+    expect(await codesOf(t, filter('kind', 'not-in', 'pet'))).toEqual(['animal', 'fish', 'mammal', 'plant']);
+    expect(await codesOf(t, filter('display', '=', 'Fish'))).toEqual(['fish']);
     expect(await codesOf(t, filter('code', 'regex', '[cd].*'))).toEqual(['cat', 'dog']);
     expect(await codesOf(t, filter('display', 'regex', 'F.*'))).toEqual(['fish']);
     expect(await codesOf(t, filter('kind', 'exists', 'true'))).toEqual(['cat', 'dog', 'mammal']);
