@@ -34,6 +34,15 @@ const unsupported = (f: Filter): FhirError =>
     { status: 422 },
   );
 
+/** Milliseconds one `regex` filter may take over a whole code system. */
+export const REGEX_BUDGET_MS = 2000;
+const regexTooCostly = (): FhirError =>
+  new FhirError(
+    'too-costly',
+    `The regex filter took more than ${REGEX_BUDGET_MS} ms`,
+    'terminology.regex-budget',
+  );
+
 /** Concepts passing `test`, in code system order. */
 const where = (cs: CodeSystemIndex, test: (c: Concept, i: number) => boolean): number[] => {
   const out: number[] = [];
@@ -74,7 +83,12 @@ export function applyFilter(cs: CodeSystemIndex, f: Filter): number[] {
     }
     case 'regex': {
       const test = compileRegexFilter(f.value);
-      return where(cs, (c) => valuesOf(c, f.property).some(test));
+      // Each match is bounded (regex-guard.ts); the whole filter gets a time budget too, checked every 256 concepts.
+      const started = Date.now();
+      return where(cs, (c, i) => {
+        if ((i & 255) === 0 && Date.now() - started > REGEX_BUDGET_MS) throw regexTooCostly();
+        return valuesOf(c, f.property).some(test);
+      });
     }
     case 'exists': {
       const want = f.value !== 'false';

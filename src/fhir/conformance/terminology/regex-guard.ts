@@ -4,7 +4,8 @@
 // backreferences or lookaround, and no quantified group that itself holds a quantifier or an alternation (nested
 // quantifiers: `(a+)+`, `(a|aa)*`, `(.*a){20}`). What it is matched against is bounded too (MAX_INPUT: longer values do
 // not match), and at most MAX_UNBOUNDED unbounded quantifiers (`*`, `+`, `{n,}`) may appear: two `.*` backtrack over
-// the input's length squared at worst, three would make it cubed. Any other pattern is refused with 422 rather than risk a request that never ends.
+// the input's length squared at worst, three would make it cubed. Any other pattern is refused with 422 rather than
+// risk a request that never ends; and a filter over a whole code system has a time budget (filters.ts).
 import { FhirError } from '../../outcome.js';
 
 export const MAX_PATTERN = 256;
