@@ -51,6 +51,11 @@ export interface At {
 /** Canonical resolution: the caller's project first, then the shared set (API.md §9). */
 export interface ConformanceResolver {
   resolve(at: At, type: ConformanceType, canonical: string): Promise<Resource | undefined>;
+  /**
+   * What `resolve` would answer, as a short identity (resolver.ts `stampOf`) without reading its content; undefined
+   * when nothing resolves. Optional: caches (terminology) use it to check that what they compiled is still current.
+   */
+  stamp?(at: At, type: ConformanceType, canonical: string): Promise<string | undefined>;
 }
 
 export interface Coding {
@@ -95,8 +100,11 @@ export interface Terminology {
    * FhirError `too-costly` (422) when it has more codes than may be expanded: never a partial answer.
    */
   expand(at: At, valueSet: string | Resource, options?: ExpandOptions): Promise<Expansion | undefined>;
-  /** Whether a coding is in a value set; undefined when the value set is unknown or cannot be expanded. */
-  validateCode(at: At, valueSet: string, coding: Coding): Promise<ValidateCodeResult | undefined>;
+  /**
+   * Whether a coding is in a value set (a canonical, or a ValueSet resource given inline); undefined when the value
+   * set is unknown or cannot be expanded.
+   */
+  validateCode(at: At, valueSet: string | Resource, coding: Coding): Promise<ValidateCodeResult | undefined>;
   /** The codes at or below `code` (is-a, including it); undefined when the code system or the code is unknown. */
   below(at: At, system: string, code: string): Promise<string[] | undefined>;
   /** The codes at or above `code` (including it); undefined when the code system or the code is unknown. */
