@@ -1,10 +1,12 @@
 // Search modifiers of API.md §9 (issue 27 point 4) through HTTP, against ValueSets and CodeSystems stored in the
 // project: token `:in`/`:not-in`, `:below`/`:above`, identifier `:of-type`, reference `:identifier`, uri
 // `:below`/`:above`; project isolation of value sets, scopes, hostile values and Subscription criteria.
-// The Terminology is test/support/terminology.ts's storedTerminology (injected: the terminology engine of branch
-// s27-terminology had not landed when these were written). https://hl7.org/fhir/R4/search.html#modifiers
+// The terminology is the server's own (src/fhir/conformance/terminology); a second app on the same database has its
+// expansion limit lowered to show the 422 of a value set too large to expand. https://hl7.org/fhir/R4/search.html#modifiers
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { storedTerminology } from '../support/terminology.js';
+import { createResolver } from '../../src/fhir/conformance/resolver.js';
+import { emptySharedSet } from '../../src/fhir/conformance/shared-set.js';
+import { createTerminology } from '../../src/fhir/conformance/terminology/index.js';
 import { testDatabases } from '../support/db.js';
 import {
   created,
@@ -27,7 +29,8 @@ const VITALS = 'http://acme.test/fhir/ValueSet/vitals';
 const BIG = 'http://acme.test/fhir/ValueSet/big';
 const HUGE = 'http://acme.test/fhir/ValueSet/huge';
 const BODY = 'http://acme.test/fhir/CodeSystem/body';
-const MAX_CODES = 5000;
+/** The expansion limit of the second app. */
+const SMALL_LIMIT = 1000;
 const PASSWORD = 'a long and correct password';
 const REDIRECT = 'https://app.example/callback';
 
@@ -41,6 +44,7 @@ const codes = (n: number, from = 0): string[] => Array.from({ length: n }, (_, i
 
 describe.each(testDatabases())('search modifiers through HTTP on $name', (database) => {
   let t: TestApp;
+  let limited: TestApp;
   let a: { projectId: string; adminToken: string; memberToken: string };
   let b: { projectId: string; adminToken: string; memberToken: string };
   const id: Record<string, string> = {};
@@ -69,15 +73,21 @@ describe.each(testDatabases())('search modifiers through HTTP on $name', (databa
   });
 
   beforeAll(async () => {
-    t = await startTestApp(database, {}, { terminology: storedTerminology({ maxCodes: MAX_CODES }) });
+    t = await startTestApp(database);
+    const resolver = createResolver({ query: (...q) => t.db.query(...q) }, emptySharedSet());
+    limited = await startTestApp(
+      database,
+      {},
+      { db: t.db, terminology: createTerminology({ resolver, limits: { maxCodes: SMALL_LIMIT } }) },
+    );
     a = await t.newProject('Modifiers A');
     b = await t.newProject('Modifiers B');
     const make = async (key: string, resource: Json, token = a.adminToken): Promise<void> => {
       id[key] = (await created(t, token, resource)).id as string;
     };
     await make('vitals', { ...valueSet(VITALS, LOINC, ['8867-4', '8310-5']), version: '1.0.0' });
-    await make('big', valueSet(BIG, LOINC, [...codes(MAX_CODES - 1), '8310-5']));
-    await make('huge', valueSet(HUGE, LOINC, codes(MAX_CODES + 1)));
+    await make('big', valueSet(BIG, LOINC, [...codes(4999), '8310-5']));
+    await make('huge', valueSet(HUGE, LOINC, codes(SMALL_LIMIT + 1)));
     await make('body', {
       resourceType: 'CodeSystem',
       url: BODY,
@@ -109,7 +119,10 @@ describe.each(testDatabases())('search modifiers through HTTP on $name', (databa
     // Project B: a heart rate of its own, and later its own value set under A's url.
     await make('bHeart', obs(LOINC, '8867-4'), b.adminToken);
   }, 120_000);
-  afterAll(async () => t?.close());
+  afterAll(async () => {
+    await limited?.close();
+    await t?.close();
+  });
 
   it(':in and :not-in match system and code of the project’s value set', async () => {
     expect(await found(`Observation?code:in=${VITALS}`)).toEqual(['heart', 'temp']);
@@ -123,8 +136,14 @@ describe.each(testDatabases())('search modifiers through HTTP on $name', (databa
     const unknown = await refused('Observation?code:in=http://acme.test/fhir/ValueSet/nope');
     expect([unknown.status, unknown.code]).toEqual([400, 'invalid']);
     expect(unknown.text).toContain('http://acme.test/fhir/ValueSet/nope');
-    const huge = await refused(`Observation?code:in=${HUGE}`);
-    expect([huge.status, huge.code]).toEqual([422, 'too-costly']);
+    expect(await found(`Observation?code:in=${HUGE}`)).toEqual([]);
+    const res = await limited.request({
+      method: 'GET',
+      url: `${t.fhir}/Observation?code:in=${HUGE}`,
+      token: a.adminToken,
+    });
+    expect(res.statusCode, res.body).toBe(422);
+    expect((res.json() as Outcome).issue[0]?.code).toBe('too-costly');
   });
 
   it('another project never uses this project’s value set', async () => {

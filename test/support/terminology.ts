@@ -3,8 +3,6 @@
 // src/fhir/conformance/model.ts says (undefined when unknown, a 422 too-costly FhirError when too large).
 import type { At, Expansion, ExpansionContains, Terminology } from '../../src/fhir/conformance/model.js';
 import { FhirError } from '../../src/fhir/outcome.js';
-import { createResolver } from '../../src/fhir/conformance/resolver.js';
-import { emptySharedSet } from '../../src/fhir/conformance/shared-set.js';
 
 export interface FakeTerminologyData {
   /** By project id (`*`: the shared set), then by value set url: its codes. */
@@ -51,64 +49,5 @@ export function fakeTerminology(data: FakeTerminologyData): FakeTerminology {
     validateCode: async () => undefined,
     below: async (_at, system, code) => closure(system, code, false),
     above: async (_at, system, code) => closure(system, code, true),
-  };
-}
-
-interface Concept {
-  code?: string;
-  concept?: Concept[];
-}
-
-/**
- * A Terminology over the ValueSets and CodeSystems stored in the caller's project (resolved by the conformance
- * module's resolver, project first): a value set's enumerated `compose.include[].concept` codes, a code system's
- * nested concepts as its is-a hierarchy. Only what the search modifier tests need, until the terminology engine
- * (branch s27-terminology) replaces it; more than `maxCodes` codes is a 422 too-costly.
- */
-export function storedTerminology(opts: { maxCodes: number }): Terminology {
-  const resolver = createResolver(
-    { query: () => Promise.reject(new Error('storedTerminology needs at.db')) },
-    emptySharedSet(),
-  );
-  const codeSystem = async (at: At, system: string): Promise<Concept[] | undefined> => {
-    const cs = (await resolver.resolve(at, 'CodeSystem', system)) as { concept?: Concept[] } | undefined;
-    return cs?.concept;
-  };
-  /** The path of concepts from a root down to `code`, or undefined. */
-  const pathTo = (concepts: Concept[], code: string): Concept[] | undefined => {
-    for (const c of concepts) {
-      if (c.code === code) return [c];
-      const below = pathTo(c.concept ?? [], code);
-      if (below) return [c, ...below];
-    }
-    return undefined;
-  };
-  const all = (c: Concept): string[] => [...(c.code ? [c.code] : []), ...(c.concept ?? []).flatMap(all)];
-  return {
-    async expand(at, valueSet) {
-      if (typeof valueSet !== 'string' || !at.db) return undefined;
-      const vs = (await resolver.resolve(at, 'ValueSet', valueSet)) as
-        { compose?: { include?: { system?: string; concept?: { code: string }[] }[] } } | undefined;
-      if (!vs) return undefined;
-      const contains = (vs.compose?.include ?? []).flatMap((inc) =>
-        (inc.concept ?? []).map((c) => ({ system: inc.system ?? '', code: c.code })),
-      );
-      if (contains.length > opts.maxCodes)
-        throw new FhirError(
-          'too-costly',
-          `Value set '${valueSet}' is too large to expand`,
-          'test.too-costly',
-        );
-      return { total: contains.length, contains };
-    },
-    validateCode: async () => undefined,
-    async below(at, system, code) {
-      const path = pathTo((await codeSystem(at, system)) ?? [], code);
-      return path ? all(path[path.length - 1] as Concept) : undefined;
-    },
-    async above(at, system, code) {
-      const path = pathTo((await codeSystem(at, system)) ?? [], code);
-      return path?.map((c) => c.code as string);
-    },
   };
 }
