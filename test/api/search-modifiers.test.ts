@@ -17,6 +17,7 @@ import {
   type TestApp,
 } from '../support/app.js';
 import { smartLaunch } from '../support/smart-browser.js';
+import { jobIdOf, kickOff, waitForJob } from '../support/jobs.js';
 
 type Json = Record<string, unknown>;
 type Bundle = { entry?: { resource: Json }[] };
@@ -73,7 +74,7 @@ describe.each(testDatabases())('search modifiers through HTTP on $name', (databa
   });
 
   beforeAll(async () => {
-    t = await startTestApp(database);
+    t = await startTestApp(database, {}, { jobs: {} });
     const resolver = createResolver({ query: (...q) => t.db.query(...q) }, emptySharedSet());
     limited = await startTestApp(
       database,
@@ -170,6 +171,26 @@ describe.each(testDatabases())('search modifiers through HTTP on $name', (databa
     expect(await found(`Patient?identifier:of-type=${V2}|SS|12345`)).toEqual([]);
     expect(await found(`Observation?subject:identifier=${MRN}|123`)).toEqual(['temp']);
     expect(await found(`Observation?subject:identifier=http://other.org|123`)).toEqual([]);
+  });
+
+  it('resources indexed before :of-type existed are found after $reindex', async () => {
+    id.old = (
+      await created(t, a.adminToken, {
+        resourceType: 'Patient',
+        identifier: [{ system: MRN, value: 'old-1', type: { coding: [{ system: V2, code: 'MR' }] } }],
+      })
+    ).id as string;
+    // As written before migration 017: no identifier rows.
+    await t.db.query(
+      `DELETE FROM sp_identifier WHERE rid IN (SELECT rid FROM resources WHERE resource_type = 'Patient' AND id = $1)`,
+      [id.old],
+    );
+    expect(await found(`Patient?identifier:of-type=${V2}|MR|old-1`)).toEqual([]);
+    const job = jobIdOf(
+      await kickOff(t, t.adminToken, '$reindex', { parameter: [{ name: '_type', valueString: 'Patient' }] }),
+    );
+    expect((await waitForJob(t, job, t.adminToken)).status).toBe('completed');
+    expect(await found(`Patient?identifier:of-type=${V2}|MR|old-1`)).toEqual(['old']);
   });
 
   it('uri :below and :above go by path segments', async () => {
