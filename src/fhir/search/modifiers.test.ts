@@ -12,7 +12,7 @@ import { executeSearch } from './execute.js';
 import { reindexResources, writeIndex } from './index-writer.js';
 import { MAX_CANONICAL, parseSearchRequest } from './parse.js';
 import { searchSql } from './sql.js';
-import { MAX_FILTER_CODES, resolveTerminology } from './terminology.js';
+import { MAX_SEARCH_CODES, resolveTerminology } from './terminology.js';
 
 const LOINC = 'http://loinc.org';
 const OTHER = 'http://other.org/codes';
@@ -309,20 +309,33 @@ describe('parse', () => {
     }
   });
 
-  it('an expansion over the per-filter limit is refused as too costly', async () => {
+  it('codes over the per-search limit are refused as too costly, one value set or several', async () => {
+    const half = Array.from({ length: MAX_SEARCH_CODES / 2 + 1 }, (_, i) => ({ system: 's', code: `${i}` }));
     const huge = fakeTerminology({
       valueSets: {
         p: {
-          'http://vs/h': Array.from({ length: MAX_FILTER_CODES + 1 }, (_, i) => ({
-            system: 's',
-            code: `${i}`,
-          })),
+          'http://vs/h': [...half, ...half.map((c) => ({ ...c, system: 't' }))],
+          'http://vs/half': half,
+          'http://vs/other-half': half.map((c) => ({ ...c, system: 't' })),
         },
       },
     });
-    const req = parseSearchRequest('Observation', { 'code:in': 'http://vs/h' }, { terminology: true });
-    await expect(resolveTerminology(req, huge, { projectId: 'p' })).rejects.toMatchObject({ status: 422 });
-    await expect(resolveTerminology(req, undefined, { projectId: 'p' })).rejects.toMatchObject({
+    const at = { projectId: 'p' };
+    for (const query of [
+      { 'code:in': 'http://vs/h' },
+      { 'code:in': 'http://vs/half,http://vs/other-half' },
+      { 'code:in': 'http://vs/half', 'category:not-in': 'http://vs/other-half' },
+    ]) {
+      const req = parseSearchRequest('Observation', query, { terminology: true });
+      await expect(resolveTerminology(req, huge, at), JSON.stringify(query)).rejects.toMatchObject({
+        status: 422,
+        code: 'search.too-many-codes',
+      });
+    }
+    const one = parseSearchRequest('Observation', { 'code:in': 'http://vs/half' }, { terminology: true });
+    const resolved = await resolveTerminology(one, huge, at);
+    expect(resolved.filters[0]?.values[0]).toMatchObject({ kind: 'codes' });
+    await expect(resolveTerminology(one, undefined, at)).rejects.toMatchObject({
       status: 400,
       code: 'search.no-terminology',
     });

@@ -7,15 +7,16 @@ import { FhirError } from '../outcome.js';
 import type { FilterValue, SearchFilter, SearchRequest } from './request.js';
 
 /**
- * Most codes one search filter may stand for (over its values): each is one probe of the token index, and a value set
- * larger than this is answered `422 too-costly` as an expansion too large to compute would be.
+ * Most codes one search may stand for, over all its filters and values: each is one probe of the token index (or one
+ * row of a hash join). As large as the terminology's own expansion limit, so any value set that expands is searchable
+ * alone; beyond it the search is answered `422 too-costly`, as a value set too large to expand is.
  */
-export const MAX_FILTER_CODES = 50_000;
+export const MAX_SEARCH_CODES = 100_000;
 
 const tooMany = (what: string, n: number): FhirError =>
   new FhirError(
     'too-costly',
-    `Search too costly: ${what} stands for ${n} codes (at most ${MAX_FILTER_CODES} per filter); use a smaller value set`,
+    `Search too costly: ${what} stand for ${n} codes or more (at most ${MAX_SEARCH_CODES} per search); use smaller value sets`,
     'search.too-many-codes',
   );
 
@@ -48,7 +49,8 @@ async function expandAll(terminology: Terminology, at: At, canonical: string, in
       'search.unknown-value-set',
     );
   }
-  if (first.total > MAX_FILTER_CODES) throw tooMany(`value set '${canonical.slice(0, 200)}'`, first.total);
+  if (first.total > MAX_SEARCH_CODES)
+    throw tooMany(`the codes of value set '${canonical.slice(0, 200)}'`, first.total);
   let got = first.contains.length;
   for (const c of first.contains) into.add(c.system, c.code);
   while (got < first.total) {
@@ -82,16 +84,33 @@ async function resolveValue(
   for (const code of codes) into.add(v.system, code);
 }
 
-async function resolveFilter(f: SearchFilter, terminology: Terminology, at: At): Promise<SearchFilter> {
-  if (f.chain)
-    return { ...f, chain: { ...f.chain, filter: await resolveFilter(f.chain.filter, terminology, at) } };
-  if (f.has) return { ...f, has: { ...f.has, filter: await resolveFilter(f.has.filter, terminology, at) } };
+/** What resolving one search has used so far: codes over every filter. */
+interface Budget {
+  codes: number;
+}
+
+async function resolveFilter(
+  f: SearchFilter,
+  terminology: Terminology,
+  at: At,
+  budget: Budget,
+): Promise<SearchFilter> {
+  if (f.chain) {
+    const filter = await resolveFilter(f.chain.filter, terminology, at, budget);
+    return { ...f, chain: { ...f.chain, filter } };
+  }
+  if (f.has) {
+    const filter = await resolveFilter(f.has.filter, terminology, at, budget);
+    return { ...f, has: { ...f.has, filter } };
+  }
   if (!f.values.some((v) => v.kind === 'value-set' || v.kind === 'hierarchy')) return f;
   const pairs = new Pairs();
   for (const v of f.values) {
     await resolveValue(f, v, terminology, at, pairs);
-    if (pairs.size > MAX_FILTER_CODES) throw tooMany(`'${f.code}:${f.modifier ?? ''}'`, pairs.size);
+    if (budget.codes + pairs.size > MAX_SEARCH_CODES)
+      throw tooMany('the value sets and hierarchies of this search', budget.codes + pairs.size);
   }
+  budget.codes += pairs.size;
   return { ...f, values: [{ kind: 'codes', systems: pairs.systems, codes: pairs.codes }] };
 }
 
@@ -126,6 +145,7 @@ export async function resolveTerminology(
     );
   }
   const filters: SearchFilter[] = [];
-  for (const f of req.filters) filters.push(await resolveFilter(f, terminology, at));
+  const budget: Budget = { codes: 0 };
+  for (const f of req.filters) filters.push(await resolveFilter(f, terminology, at, budget));
   return { ...req, filters };
 }
