@@ -4,6 +4,7 @@
 // https://hl7.org/fhir/R4/search.html#token
 import type { At, Terminology } from '../conformance/model.js';
 import { FhirError } from '../outcome.js';
+import { indexKey } from './normalise.js';
 import type { FilterValue, SearchFilter, SearchRequest } from './request.js';
 
 /**
@@ -20,13 +21,14 @@ const tooMany = (what: string, n: number): FhirError =>
     'search.too-many-codes',
   );
 
-/** `(system, code)` pairs, each once. */
+/** `(system, code)` pairs, each once, cut as the index cuts its keys (normalise.ts indexKey). */
 class Pairs {
   readonly systems: string[] = [];
   readonly codes: string[] = [];
   private readonly seen = new Set<string>();
 
-  add(system: string, code: string): void {
+  add(fullSystem: string, fullCode: string): void {
+    const [system, code] = [indexKey(fullSystem), indexKey(fullCode)];
     const key = `${system}\u0000${code}`;
     if (this.seen.has(key)) return;
     this.seen.add(key);
