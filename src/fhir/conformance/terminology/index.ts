@@ -35,6 +35,8 @@ export interface TerminologyLimits {
 export interface TerminologyService extends Terminology {
   /** A code system compiled (by canonical, and version when given); undefined when unknown. */
   codeSystem(at: At, system: string, version?: string): Promise<CodeSystemIndex | undefined>;
+  /** A stored (or shared) CodeSystem compiled, cached by its identity (stampOf): the target of an instance call. */
+  compileStored(resource: Resource): CodeSystemIndex;
   /** Every code of a value set, or undefined when it is unknown; throws (4xx) when it cannot be expanded. */
   codes(at: At, valueSet: string | Resource): Promise<readonly Code[] | undefined>;
 }
@@ -191,6 +193,7 @@ export function createTerminology(deps: {
     below: (at, system, code) => hierarchy(at, system, code, false),
     above: (at, system, code) => hierarchy(at, system, code, true),
     codeSystem: (at, system, version) => codeSystem(at, system, version),
+    compileStored: (r) => cache.index(stampOf('CodeSystem', r), r),
     codes: async (at, valueSet) => (await expanded(at, valueSet))?.list,
   };
 }
