@@ -21,7 +21,7 @@ import {
   type SubscriptionEngine,
 } from '../../src/fhir/subscriptions/engine.js';
 import type { LargeBodyLimits } from '../../src/http/plugins/large-bodies.js';
-import type { SharedSet } from '../../src/fhir/conformance/model.js';
+import type { SharedSet, Terminology } from '../../src/fhir/conformance/model.js';
 import type { SocketHub, SocketLimits } from '../../src/fhir/subscriptions/socket-hub.js';
 import type { WsLimits } from '../../src/http/routes/subscription-ws.js';
 
@@ -75,6 +75,8 @@ export interface TestAppExtras {
   subscriptionSockets?: SocketHub;
   /** The shared conformance set (API.md §9; default: the one `config.packages` names). */
   sharedConformance?: SharedSet;
+  /** A Terminology in place of the conformance module's (search modifier tests). */
+  terminology?: Terminology;
   /** The subscription hub's limits (default: the server's). */
   socketLimits?: Partial<SocketLimits>;
   /** Websocket limits (default: the server's). */
@@ -126,6 +128,7 @@ export async function startTestApp(
   const app = await buildApp({
     subscriptions,
     ...(extras.sharedConformance ? { sharedConformance: extras.sharedConformance } : {}),
+    ...(extras.terminology ? { terminology: extras.terminology } : {}),
     config,
     db,
     keys,

@@ -7,6 +7,7 @@ import { applyElements } from '../search/elements.js';
 import { applySummary } from '../search/summary.js';
 import { executeSearch } from '../search/execute.js';
 import { parseSearchRequest } from '../search/parse.js';
+import { resolveTerminology } from '../search/terminology.js';
 import type { SearchFilter, SearchRequest } from '../search/request.js';
 import type { RepoContext } from './context.js';
 
@@ -48,9 +49,17 @@ export async function searchResources(
   opts: { compartment?: SearchRequest['compartment']; lenient?: boolean } = {},
 ): Promise<FhirResult> {
   const scope = searchScope(ctx.actor, ctx.author, resourceType, ctx.scope);
-  const req = parseSearchRequest(resourceType, query, { lenient: opts.lenient === true });
-  if (opts.compartment) req.compartment = opts.compartment;
-  assertChainsReadable(ctx.actor, chainedTypes(req));
+  const parsed = parseSearchRequest(resourceType, query, {
+    lenient: opts.lenient === true,
+    terminology: true,
+  });
+  if (opts.compartment) parsed.compartment = opts.compartment;
+  assertChainsReadable(ctx.actor, chainedTypes(parsed));
+  // Value sets and code systems of the caller's project first, then the shared ones (API.md §9).
+  const req = await resolveTerminology(parsed, ctx.conformance?.terminology, {
+    projectId: ctx.actor.projectId,
+    db,
+  });
   const result = await executeSearch(db, req, scope);
   // The self link names the search performed: a `_count` above the cap shows the cap, ignored parameters are not.
   const self = new URL(selfUrl);
