@@ -6,6 +6,7 @@ import type { FhirResult } from '../result.js';
 import type { RepoContext } from './context.js';
 import { assertWriteReach } from './reach.js';
 import { readVisibleRow } from './read.js';
+import { assertNotShared } from './shared-conformance.js';
 import { writeVersion } from './store.js';
 import { writeChange } from '../subscriptions/outbox.js';
 
@@ -17,6 +18,7 @@ export async function deleteInTx(
 ): Promise<FhirResult> {
   assertWrite(ctx.actor, resourceType, 'delete');
   const row = await readVisibleRow(tx, ctx, resourceType, id, true);
+  if (!row) assertNotShared(ctx, resourceType, id, 'delete');
   if (!row) throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'rest.delete.not-found');
   if (row.deleted) {
     return {
