@@ -75,9 +75,14 @@ function readRange(file: string, start: number, end: number): Buffer {
   return buf;
 }
 
-function loadBundleFile(file: string, out: LoadedResource[]): void {
+/** Entries read between two pauses of a load that gives way to other work (loadSourcesAsync). */
+const STEP = 250;
+
+function* loadBundleFile(file: string, out: LoadedResource[]): Generator<void> {
   const buf = fs.readFileSync(file);
+  let n = 0;
   for (const [start, end] of bundleEntryRanges(buf)) {
+    if (++n % STEP === 0) yield;
     const entry = JSON.parse(buf.toString('utf8', start, end)) as { resource?: unknown };
     const r = accepted(entry.resource);
     if (!r) continue;
@@ -87,8 +92,10 @@ function loadBundleFile(file: string, out: LoadedResource[]): void {
   }
 }
 
-function loadPackage(source: PackageSource, out: LoadedResource[]): void {
+function* loadPackage(source: PackageSource, out: LoadedResource[]): Generator<void> {
+  let n = 0;
   for (const file of packageFiles(source)) {
+    if (++n % STEP === 0) yield;
     const bytes = file.read();
     let r: Resource | undefined;
     try {
@@ -110,19 +117,41 @@ function loadPackage(source: PackageSource, out: LoadedResource[]): void {
   }
 }
 
-/** Every shared resource: the R4 base (unless `withBase` is false), then each package in order. */
-export function loadSources(sources: readonly PackageSource[], withBase: boolean): LoadedResource[] {
+/** The load in steps (it pauses now and then), returning every shared resource: the R4 base, then each package. */
+function* loadSteps(sources: readonly PackageSource[], withBase: boolean): Generator<void, LoadedResource[]> {
   const out: LoadedResource[] = [];
   if (withBase) {
     const dir = baseDefinitionsDir();
-    for (const f of BASE_FILES) loadBundleFile(path.join(dir, f), out);
+    for (const f of BASE_FILES) yield* loadBundleFile(path.join(dir, f), out);
   }
   for (const s of sources) {
     try {
-      loadPackage(s, out);
+      yield* loadPackage(s, out);
     } catch (err) {
       throw new Error(`Config packages: '${s.spec}' cannot be read: ${(err as Error).message}`);
     }
   }
   return out;
+}
+
+/** Every shared resource, at once (a caller that needs an answer now). */
+export function loadSources(sources: readonly PackageSource[], withBase: boolean): LoadedResource[] {
+  const steps = loadSteps(sources, withBase);
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+  }
+}
+
+/** Every shared resource, giving way to other work between steps (a search's first use does not hold the others). */
+export async function loadSourcesAsync(
+  sources: readonly PackageSource[],
+  withBase: boolean,
+): Promise<LoadedResource[]> {
+  const steps = loadSteps(sources, withBase);
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
 }

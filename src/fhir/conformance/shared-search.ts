@@ -77,6 +77,7 @@ export async function matchShared(
     }
     return { hits };
   }
+  await shared.ready();
   const hitOf = (e: SharedEntry): SharedHit => ({ id: e.id, json: () => JSON.stringify(e.read()) });
   const fast = fastPath(params);
   if (fast) {

@@ -6,7 +6,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Resource } from '../types.js';
 import { CONFORMANCE_TYPES, type ConformanceType, type SharedSet } from './model.js';
-import { loadSources, type LoadedResource } from './shared-load.js';
+import { loadSources, loadSourcesAsync, type LoadedResource } from './shared-load.js';
 import { resolvePackageSources, type PackageSource } from './package-sources.js';
 
 /** One shared resource as the index keeps it. */
@@ -26,6 +26,8 @@ export interface SharedEntry {
 
 /** What searches use beyond the SharedSet contract (the shared set built here provides it). */
 export interface SharedIndex extends SharedSet {
+  /** Loads the set (once) giving way to other work meanwhile; the other methods load it at once when not ready. */
+  ready(): Promise<void>;
   /** The entries of a type a search lists (one per id), in load order. */
   entries(type: ConformanceType): readonly SharedEntry[];
   /** The listed entry holding this id, if any. */
@@ -101,8 +103,10 @@ export interface SharedSetOptions {
  */
 export function createSharedSet(options: SharedSetOptions): SharedIndex {
   const sources: PackageSource[] = resolvePackageSources(options.packages, options.cwd);
+  const withBase = options.withoutBase !== true;
   let index: Index | undefined;
-  const get = (): Index => (index ??= buildIndex(loadSources(sources, options.withoutBase !== true)));
+  let loading: Promise<void> | undefined;
+  const get = (): Index => (index ??= buildIndex(loadSources(sources, withBase)));
   const cache = new LRUCache<SharedEntry, Resource>({
     maxSize: options.cacheBytes ?? 16 * 1024 * 1024,
     sizeCalculation: (_v, k) => Math.max(1, k.size),
@@ -117,6 +121,14 @@ export function createSharedSet(options: SharedSetOptions): SharedIndex {
       .filter((e) => get().byId.get(`${type}/${e.id}`) === e)
       .sort((a, b) => a.order - b.order);
   return {
+    ready() {
+      if (index) return Promise.resolve();
+      // A sync caller meanwhile loads at once; whichever finishes first is kept (both read the same files).
+      loading ??= loadSourcesAsync(sources, withBase).then((loaded) => {
+        index ??= buildIndex(loaded);
+      });
+      return loading;
+    },
     byUrl(type, url, version) {
       const list = get().byUrl.get(`${type} ${url}`);
       const e = version === undefined ? list?.[0] : list?.find((x) => x.version === version);

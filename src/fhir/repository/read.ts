@@ -89,7 +89,9 @@ export async function readResource(
   } catch (err) {
     // Not the caller's: a shared conformance resource with that id answers (API.md §9).
     const shared =
-      err instanceof FhirError && err.code === 'rest.read.not-found' && sharedResource(ctx, resourceType, id);
+      err instanceof FhirError && err.code === 'rest.read.not-found'
+        ? await sharedResource(ctx, resourceType, id)
+        : undefined;
     if (shared) return sharedReadResult(shared);
     throw err;
   }

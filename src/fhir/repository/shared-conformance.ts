@@ -8,10 +8,15 @@ import type { Resource } from '../types.js';
 import type { RepoContext } from './context.js';
 
 /** The shared resource `<type>/<id>`, if the server has one. */
-export function sharedResource(ctx: RepoContext, type: string, id: string): Resource | undefined {
+export async function sharedResource(
+  ctx: RepoContext,
+  type: string,
+  id: string,
+): Promise<Resource | undefined> {
   const shared = ctx.conformance?.shared;
   if (!shared || !isConformanceType(type)) return undefined;
   if (isSharedIndex(shared)) {
+    await shared.ready();
     // Read directly, not through the LRU (a read serialises it once).
     return shared.entryById(type, id)?.read();
   }
@@ -43,12 +48,26 @@ function hasShared(ctx: RepoContext, type: string, id: string): boolean {
  * interaction in the error code. A project's own resource with that id (stored before a package brought it) stays
  * writable: callers ask only when the id is not the project's.
  */
-export function assertNotShared(ctx: RepoContext, type: string, id: string, code: string): void {
-  if (hasShared(ctx, type, id)) {
+export async function assertNotShared(
+  ctx: RepoContext,
+  type: string,
+  id: string,
+  code: string,
+): Promise<void> {
+  if (await hasShared(ctx, type, id)) {
     throw new FhirError(
       'forbidden',
       `${type}/${id} is a shared conformance resource: it is read-only`,
       `rest.${code}.shared`,
     );
   }
+}
+
+/**
+ * Loads the shared set, if a write of `type` may ask it, before the write's transaction opens: its first load must not
+ * happen while the transaction holds the (embedded database's single) connection.
+ */
+export async function warmShared(ctx: RepoContext, type: string): Promise<void> {
+  const shared = ctx.conformance?.shared;
+  if (shared && isConformanceType(type) && isSharedIndex(shared)) await shared.ready();
 }
