@@ -1,12 +1,12 @@
 // Reads the shared conformance resources (API.md §9) from their sources, keeping of each only where its text lies and
-// a small stub for searches: the base bundles are scanned entry by entry (bundle-scan.ts) and read again by byte range
-// when needed; a package folder's files are read again from disk; a `.tgz`'s files are kept deflated in memory.
+// a small stub for searches: the base bundles are scanned a chunk at a time (bundle-scan.ts) and each entry read
+// again by byte range when needed; a package folder's files are read again from disk; a `.tgz`'s files are kept deflated in memory.
 // https://hl7.org/fhir/R4/conformance-module.html
 import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import type { Resource } from '../types.js';
-import { bundleEntryRanges } from './bundle-scan.js';
+import { bundleFileEntries } from './bundle-scan.js';
 import { isConformanceType, type ConformanceType } from './model.js';
 import { BASE_FILES, baseDefinitionsDir, packageFiles, type PackageSource } from './package-sources.js';
 
@@ -75,15 +75,20 @@ function readRange(file: string, start: number, end: number): Buffer {
   return buf;
 }
 
-/** Entries read between two pauses of a load that gives way to other work (loadSourcesAsync). */
+/** Entries, and bytes of them, read between two pauses of a load that gives way to other work (loadSourcesAsync). */
 const STEP = 250;
+const STEP_BYTES = 1 << 20;
 
 function* loadBundleFile(file: string, out: LoadedResource[]): Generator<void> {
-  const buf = fs.readFileSync(file);
   let n = 0;
-  for (const [start, end] of bundleEntryRanges(buf)) {
-    if (++n % STEP === 0) yield;
-    const entry = JSON.parse(buf.toString('utf8', start, end)) as { resource?: unknown };
+  let bytesRead = 0;
+  for (const [start, end, bytes] of bundleFileEntries(file)) {
+    bytesRead += bytes.length;
+    if (++n % STEP === 0 || bytesRead > STEP_BYTES) {
+      bytesRead = 0;
+      yield;
+    }
+    const entry = JSON.parse(bytes.toString('utf8')) as { resource?: unknown };
     const r = accepted(entry.resource);
     if (!r) continue;
     const read = (): Resource =>
@@ -94,9 +99,14 @@ function* loadBundleFile(file: string, out: LoadedResource[]): Generator<void> {
 
 function* loadPackage(source: PackageSource, out: LoadedResource[]): Generator<void> {
   let n = 0;
+  let bytesRead = 0;
   for (const file of packageFiles(source)) {
-    if (++n % STEP === 0) yield;
     const bytes = file.read();
+    bytesRead += bytes.length;
+    if (++n % STEP === 0 || bytesRead > STEP_BYTES) {
+      bytesRead = 0;
+      yield;
+    }
     let r: Resource | undefined;
     try {
       r = accepted(JSON.parse(bytes.toString('utf8')));

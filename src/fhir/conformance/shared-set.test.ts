@@ -12,7 +12,7 @@ import {
   writePackageFolder,
   writePackageTgz,
 } from '../../../test/support/fhir-package.js';
-import { bundleEntryRanges } from './bundle-scan.js';
+import { BundleEntryScanner, bundleEntryRanges, bundleFileEntries } from './bundle-scan.js';
 import { candidateFile, resolvePackageSources } from './package-sources.js';
 import { compareVersions, createSharedSet } from './shared-set.js';
 import { readTarGz } from './tar-gz.js';
@@ -165,6 +165,19 @@ describe('bundle scan', () => {
     const buf = Buffer.from(JSON.stringify(bundle, null, 1), 'utf8');
     const parts = bundleEntryRanges(buf).map(([s, e]) => JSON.parse(buf.toString('utf8', s, e)) as unknown);
     expect(parts).toEqual(bundle.entry);
+    // Fed in chunks of every small size (boundaries inside keys, escapes and characters), and read from a file.
+    for (const size of [1, 2, 3, 5, 7, 64]) {
+      const scanner = new BundleEntryScanner();
+      const ranges: [number, number][] = [];
+      for (let at = 0; at < buf.length; at += size) ranges.push(...scanner.feed(buf.subarray(at, at + size)));
+      expect(ranges).toEqual(bundleEntryRanges(buf));
+    }
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-scan-')), 'bundle.json');
+    fs.writeFileSync(file, buf);
+    const fromFile = [...bundleFileEntries(file, 16)].map(
+      ([, , bytes]) => JSON.parse(bytes.toString('utf8')) as unknown,
+    );
+    expect(fromFile).toEqual(bundle.entry);
   });
 });
 
