@@ -253,6 +253,31 @@ describe.each(testDatabases())('shared conformance on $name', (database) => {
     expect(matches(offset).map((e) => e.resource.id)).toEqual(seen.slice(1000, 1500));
   });
 
+  it('loads the shared set on first use while another request is answered', async () => {
+    // A second server on the same database, whose shared set nothing has used yet.
+    const cold = await startTestApp(database, {}, { db: t.db });
+    try {
+      const patient = await created(cold, cold.adminToken, {
+        resourceType: 'Patient',
+        name: [{ family: 'Cold' }],
+      });
+      const [heavy, read] = await Promise.all([
+        cold.request({ method: 'GET', url: `${cold.fhir}/ValueSet?_count=1000`, token: cold.adminToken }),
+        cold.request({
+          method: 'GET',
+          url: `${cold.fhir}/Patient/${patient.id as string}`,
+          token: cold.adminToken,
+        }),
+      ]);
+      expect(read.statusCode).toBe(200);
+      expect(read.json()).toMatchObject({ id: patient.id, name: [{ family: 'Cold' }] });
+      expect(heavy.statusCode).toBe(200);
+      expect(matches(heavy.json() as Bundle).length).toBe(1000);
+    } finally {
+      await cold.close();
+    }
+  });
+
   it('shapes shared matches with _summary and _elements, and counts them with _summary=count', async () => {
     const count = await search('CodeSystem?_summary=count', a.adminToken);
     expect(count.total).toBeGreaterThan(1000);

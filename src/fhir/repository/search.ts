@@ -62,23 +62,21 @@ export async function searchResources(
   // A conformance type's search also returns the shared resources (API.md §9), a compartment search does not.
   const shared =
     ctx.conformance && isConformanceType(resourceType) && !opts.compartment
-      ? ctx.conformance.shared
+      ? { shared: ctx.conformance.shared, type: resourceType }
       : undefined;
   const taken = shared ? takeSharedCursor(query) : { query };
   const req = parseSearchRequest(resourceType, taken.query, { lenient: opts.lenient === true });
   if (opts.compartment) req.compartment = opts.compartment;
   assertChainsReadable(ctx.actor, chainedTypes(req));
   const rawCursor = typeof query._cursor === 'string' && !taken.cursor ? query._cursor : undefined;
-  const result =
-    shared && isConformanceType(resourceType)
-      ? await executeWithShared(db, req, scope, {
-          shared,
-          type: resourceType,
-          query: taken.query,
-          ...(taken.cursor ? { cursor: taken.cursor } : {}),
-          ...(rawCursor !== undefined ? { rawCursor } : {}),
-        })
-      : await executeSearch(db, req, scope);
+  const result = shared
+    ? await executeWithShared(db, req, scope, {
+        ...shared,
+        query: taken.query,
+        ...(taken.cursor ? { cursor: taken.cursor } : {}),
+        ...(rawCursor !== undefined ? { rawCursor } : {}),
+      })
+    : await executeSearch(db, req, scope);
   // The self link names the search performed: a `_count` above the cap shows the cap, ignored parameters are not.
   const self = new URL(selfUrl);
   const asked = self.searchParams.get('_count');
