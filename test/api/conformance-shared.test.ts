@@ -303,6 +303,27 @@ describe.each(testDatabases())('shared conformance on $name', (database) => {
     expect(matches(byStatus).map((e) => e.resource.id)).toContain('individual-gender');
   });
 
+  it("orders shared matches by _sort after the project's own, each seen once across pages", async () => {
+    const names = async (q: string): Promise<string[]> => {
+      const out: string[] = [];
+      let url: string | undefined = `${t.fhir}/${q}`;
+      while (url) {
+        const res = await t.request({ method: 'GET', url, token: b.adminToken });
+        expect(res.statusCode, res.body).toBe(200);
+        const bundle = res.json() as Bundle;
+        out.push(...matches(bundle).map((e) => String(e.resource.name)));
+        url = bundle.link?.find((l) => l.relation === 'next')?.url.replace('http://cinder.test', '');
+      }
+      return out;
+    };
+    const asc = await names('SearchParameter?base=Patient&_sort=name&_count=7');
+    expect(asc.length).toBeGreaterThan(20);
+    const norm = (x: string) => x.toLowerCase();
+    expect(asc.map(norm)).toEqual([...asc].map(norm).sort());
+    const desc = await names('SearchParameter?base=Patient&_sort=-name&_count=7');
+    expect(desc.map(norm)).toEqual([...asc].map(norm).reverse());
+  });
+
   it('answers a parameter shared resources cannot be searched by with the own matches and a warning', async () => {
     const res = await search('ValueSet?_has:StructureDefinition:valueset:name=x', a.adminToken);
     const outcome = (res.entry ?? []).find((e) => e.search?.mode === 'outcome')?.resource as

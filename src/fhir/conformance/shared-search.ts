@@ -6,10 +6,12 @@ import { FhirError } from '../outcome.js';
 import { RESULT_PARAMETERS } from '../search/parse.js';
 import { getSearchParam } from '../search/registry.js';
 import { compileCriteria } from '../subscriptions/match-search.js';
+import type { SortKey } from '../search/request.js';
 import type { Resource } from '../types.js';
 import type { ConformanceType, SharedSet } from './model.js';
 import { STUB_OMITTED } from './shared-load.js';
 import { isSharedIndex, type SharedEntry } from './shared-set.js';
+import { compareKeys, sortKeys } from './shared-sort.js';
 
 /** One shared match: its id and (read when the page shows it) its JSON text. */
 export interface SharedHit {
@@ -55,8 +57,17 @@ function fastPath(params: [string, string][]): { url: string; version?: string }
   return version === undefined ? { url } : { url, version };
 }
 
+/** A hit with its sort keys. */
+type Sortable = { hit: SharedHit; keys: (string | number | null)[]; n: number };
+
+/** The hits in `_sort` order (the set's order among equals). */
+function sorted(sort: readonly SortKey[], rows: Sortable[]): SharedHit[] {
+  if (sort.length > 0) rows.sort((a, b) => compareKeys(sort, a.keys, b.keys) || a.n - b.n);
+  return rows.map((r) => r.hit);
+}
+
 /**
- * The shared resources of `type` matching the query's filters, in the set's stable order. `{ unsupported }` names why
+ * The shared resources of `type` matching the query's filters, in `_sort` order, else the set's stable order. `{ unsupported }` names why
  * the matcher cannot decide the query for shared resources (chains, `_has`, `_text` and the like); the caller then
  * answers with the project's own only and a warning.
  */
@@ -65,39 +76,49 @@ export async function matchShared(
   type: ConformanceType,
   query: Record<string, string | string[] | undefined>,
   ignored: readonly string[] = [],
+  sort: readonly SortKey[] = [],
 ): Promise<SharedMatch> {
   const params = filterQuery(query, ignored);
+  const keysOf = (r: Resource) => (sort.length ? sortKeys(type, sort, r) : []);
   if (!isSharedIndex(shared)) {
     // A SharedSet without the index (a test's own): full resources, matched one by one.
     const criteria = compile(type, params);
     if (typeof criteria === 'string') return { unsupported: criteria };
-    const hits: SharedHit[] = [];
+    const rows: Sortable[] = [];
     for (const r of shared.all(type)) {
-      if (criteria.matches(r)) hits.push({ id: r.id as string, json: () => JSON.stringify(r) });
+      const hit = { id: r.id as string, json: () => JSON.stringify(r) };
+      if (criteria.matches(r)) rows.push({ hit, keys: keysOf(r), n: rows.length });
     }
-    return { hits };
+    return { hits: sorted(sort, rows) };
   }
   await shared.ready();
   const hitOf = (e: SharedEntry): SharedHit => ({ id: e.id, json: () => JSON.stringify(e.read()) });
+  // Stubs suffice unless a filter or sort parameter reaches an element they leave out.
+  const full = [...params.map(([k]) => k), ...sort.map((k) => k.code)].some((k) => needsFull(type, k));
+  const resourceOf = (e: SharedEntry): Resource => (full ? e.read() : (JSON.parse(e.stub) as Resource));
   const fast = fastPath(params);
   if (fast) {
-    const found = shared.entriesByUrl(type, fast.url);
+    const found = shared
+      .entriesByUrl(type, fast.url)
+      .filter((e) => fast.version === undefined || e.version === fast.version);
     return {
-      hits: found.filter((e) => fast.version === undefined || e.version === fast.version).map(hitOf),
+      hits: sorted(
+        sort,
+        found.map((e, n) => ({ hit: hitOf(e), keys: sort.length ? keysOf(resourceOf(e)) : [], n })),
+      ),
     };
   }
   const criteria = compile(type, params);
   if (typeof criteria === 'string') return { unsupported: criteria };
-  const full = params.some(([k]) => needsFull(type, k));
-  const hits: SharedHit[] = [];
+  const rows: Sortable[] = [];
   let i = 0;
   for (const e of shared.entries(type)) {
     // A search over thousands of resources gives way to other requests now and then.
     if (++i % (full ? 20 : 500) === 0) await yieldToOthers();
-    const r = full ? e.read() : (JSON.parse(e.stub) as Resource);
-    if (criteria.matches(r)) hits.push(hitOf(e));
+    const r = resourceOf(e);
+    if (criteria.matches(r)) rows.push({ hit: hitOf(e), keys: keysOf(r), n: rows.length });
   }
-  return { hits };
+  return { hits: sorted(sort, rows) };
 }
 
 function compile(type: string, params: [string, string][]): ReturnType<typeof compileCriteria> | string {

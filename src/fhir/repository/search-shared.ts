@@ -2,7 +2,8 @@
 // https://hl7.org/fhir/R4/search.html#paging): the project's pages come first (keyset or offset paging as for any
 // type); the page where they end is filled with the first shared matches, and the pages after it walk the shared
 // matches by position, with a `_cursor` of their own (`s.` + the position, the first shared page's position and the
-// cursor of the page before it), so that every match is seen once across pages.
+// cursor of the page before it), so that every match is seen once across pages. `_sort` orders each part: the project's
+// rows in the database, the shared ones in memory (shared-sort.ts); `_include`s follow the project's rows only.
 import type { Queryable } from '../../storage/db.js';
 import type { ConformanceType, SharedSet } from '../conformance/model.js';
 import { matchShared } from '../conformance/shared-search.js';
@@ -75,7 +76,7 @@ export async function executeWithShared(
   scope: AccessScope,
   s: SharedSearch,
 ): Promise<SearchResult & { warning?: string }> {
-  const found = await matchShared(s.shared, s.type, s.query, req.ignored ?? []);
+  const found = await matchShared(s.shared, s.type, s.query, req.ignored ?? [], req.sort);
   if ('unsupported' in found) {
     const r = await executeSearch(db, req, scope);
     return { ...r, warning: `Shared ${s.type} resources were not searched: ${found.unsupported}` };
