@@ -1,7 +1,8 @@
 // Which shared conformance resources a search matches (API.md §9, https://hl7.org/fhir/R4/search.html), decided in
 // memory by the search engine's own matcher (subscriptions/match-search.ts: the same parser, parameters and index
-// values), with a fast path for `url` (and `url` + `version`) through the canonical index. Parameters whose
-// expressions reach only light elements are matched on each resource's stub; the others on the full resource.
+// values), with a fast path for `url` (and `url` + `version`) through the canonical index, and ordered by `_sort`
+// (shared-sort.ts). Parameters whose expressions reach only light elements are matched on each resource's stub; the
+// others on the full resource.
 import { FhirError } from '../outcome.js';
 import { RESULT_PARAMETERS } from '../search/parse.js';
 import { getSearchParam } from '../search/registry.js';
