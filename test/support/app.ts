@@ -256,10 +256,11 @@ export async function startTestApp(
 export function useProjectApp(
   database: TestDatabase,
   overrides: Partial<ConfigInput> = {},
+  extras: TestAppExtras = {},
 ): { t: TestApp; token: string } {
   const ctx = {} as { t: TestApp; token: string };
   beforeAll(async () => {
-    ctx.t = await startTestApp(database, overrides);
+    ctx.t = await startTestApp(database, overrides, extras);
     ctx.token = (await ctx.t.newProject()).adminToken;
   });
   afterAll(async () => ctx.t?.close());

@@ -10,6 +10,8 @@ import { parseSearchRequest } from '../search/parse.js';
 import { resolveTerminology } from '../search/terminology.js';
 import type { SearchFilter, SearchRequest } from '../search/request.js';
 import type { RepoContext } from './context.js';
+import { isConformanceType } from '../conformance/model.js';
+import { executeWithShared, takeSharedCursor } from './search-shared.js';
 
 /** The resource types that the chains and reverse chains (`_has`) of a search read (for the access check). */
 export function chainedTypes(req: Pick<SearchRequest, 'filters'>): string[] {
@@ -40,6 +42,15 @@ function ignoredOutcome(ignored: readonly string[]): BundleEntryText {
   return { resource: JSON.stringify(outcome), search: { mode: 'outcome' } };
 }
 
+/** The `outcome` entry that tells the shared conformance resources were not searched (API.md §9). */
+function sharedOutcome(message: string): BundleEntryText {
+  const outcome = {
+    resourceType: 'OperationOutcome',
+    issue: [{ severity: 'warning', code: 'not-supported', details: { text: message } }],
+  };
+  return { resource: JSON.stringify(outcome), search: { mode: 'outcome' } };
+}
+
 export async function searchResources(
   db: Queryable,
   ctx: RepoContext,
@@ -49,7 +60,13 @@ export async function searchResources(
   opts: { compartment?: SearchRequest['compartment']; lenient?: boolean } = {},
 ): Promise<FhirResult> {
   const scope = searchScope(ctx.actor, ctx.author, resourceType, ctx.scope);
-  const parsed = parseSearchRequest(resourceType, query, {
+  // A conformance type's search also returns the shared resources (API.md §9), a compartment search does not.
+  const shared =
+    ctx.conformance && isConformanceType(resourceType) && !opts.compartment
+      ? { shared: ctx.conformance.shared, type: resourceType }
+      : undefined;
+  const taken = shared ? takeSharedCursor(query) : { query };
+  const parsed = parseSearchRequest(resourceType, taken.query, {
     lenient: opts.lenient === true,
     terminology: true,
   });
@@ -60,7 +77,15 @@ export async function searchResources(
     projectId: ctx.actor.projectId,
     db,
   });
-  const result = await executeSearch(db, req, scope);
+  const rawCursor = typeof query._cursor === 'string' && !taken.cursor ? query._cursor : undefined;
+  const result = shared
+    ? await executeWithShared(db, req, scope, {
+        ...shared,
+        query: taken.query,
+        ...(taken.cursor ? { cursor: taken.cursor } : {}),
+        ...(rawCursor !== undefined ? { rawCursor } : {}),
+      })
+    : await executeSearch(db, req, scope);
   // The self link names the search performed: a `_count` above the cap shows the cap, ignored parameters are not.
   const self = new URL(selfUrl);
   const asked = self.searchParams.get('_count');
@@ -78,7 +103,7 @@ export async function searchResources(
     for (const [k, v] of Object.entries(params)) u.searchParams.set(k, v);
     return u.toString();
   };
-  if (req.cursor || req.offset) link.push({ relation: 'first', url: page({}) });
+  if (req.cursor || req.offset || taken.cursor) link.push({ relation: 'first', url: page({}) });
   if (result.previousCursor) link.push({ relation: 'previous', url: page(result.previousCursor) });
   if (result.nextCursor) link.push({ relation: 'next', url: page(result.nextCursor) });
   const shape = (json: string): string =>
@@ -102,6 +127,7 @@ export async function searchResources(
     }
   }
   if (req.ignored?.length) entry.push(ignoredOutcome(req.ignored));
+  if ('warning' in result && typeof result.warning === 'string') entry.push(sharedOutcome(result.warning));
   const text = bundleToJson(
     { type: 'searchset', ...(result.total !== undefined ? { total: result.total } : {}), link, entry },
     ctx.newId(),
