@@ -3,7 +3,7 @@
 // project's (by `version`, compared numerically part by part as the shared set does, then the last written) wins.
 import type { Queryable } from '../../storage/db.js';
 import { parseJson } from '../json/parse.js';
-import { compareVersions } from './shared-set.js';
+import { compareVersions, isSharedIndex } from './shared-set.js';
 import type { Resource } from '../types.js';
 import {
   splitCanonical,
@@ -31,6 +31,12 @@ export function stampOf(type: ConformanceType, r: Resource): string {
 }
 
 export function createResolver(db: Queryable, shared: SharedSet): ConformanceResolver {
+  // The shared set loads on first use in steps that give way to other requests; its synchronous look-ups would load
+  // it in one go, holding the event loop for most of a second.
+  const sharedReady = async (): Promise<SharedSet> => {
+    if (isSharedIndex(shared)) await shared.ready();
+    return shared;
+  };
   return {
     async resolve(at: At, type: ConformanceType, canonical: string) {
       const { url, version } = splitCanonical(canonical);
@@ -50,7 +56,7 @@ export function createResolver(db: Queryable, shared: SharedSet): ConformanceRes
         }
         if (best) return parseJson(best.json) as Resource;
       }
-      return shared.byUrl(type, url, version);
+      return (await sharedReady()).byUrl(type, url, version);
     },
     async stamp(at: At, type: ConformanceType, canonical: string) {
       // The project's generation of this type: any write of one (create, update, delete, expunge) changes the count,
@@ -67,7 +73,7 @@ export function createResolver(db: Queryable, shared: SharedSet): ConformanceRes
           return `g:${at.projectId}:${type}:${g.n}:${g.v ?? ''}:${g.r ?? ''}|${canonical}`;
       }
       const { url, version } = splitCanonical(canonical);
-      const s = shared.byUrl(type, url, version);
+      const s = (await sharedReady()).byUrl(type, url, version);
       return s ? stampOf(type, s) : `s:none|${type}|${canonical}`;
     },
   };
