@@ -82,6 +82,13 @@ function valuesAt(item: Item, steps: Step[]): Item[] | undefined {
   return current;
 }
 
+/** The choice element a typed name stands for (`valueQuantity` → `value[x]`). */
+function choiceChild(node: ElementNode, name: string): ElementNode | undefined {
+  for (const [key, child] of node.children)
+    if (key.endsWith('[x]') && choiceType(key.slice(0, -3), name) !== undefined) return child;
+  return undefined;
+}
+
 /** The element definition inside a slice at a discriminator path. */
 function nodeAt(slice: ElementNode, steps: Step[]): ElementNode | undefined {
   let node: ElementNode | undefined = slice;
@@ -92,7 +99,7 @@ function nodeAt(slice: ElementNode, steps: Step[]): ElementNode | undefined {
     if (s.kind === 'extension') {
       const ext = node.children.get('extension');
       node = ext?.slices.find((x) => x.types.some((t) => t.profiles.includes(s.url)));
-    } else node = node.children.get(s.name) ?? node.children.get(`${s.name}[x]`);
+    } else node = node.children.get(s.name) ?? node.children.get(`${s.name}[x]`) ?? choiceChild(node, s.name);
   }
   return node;
 }

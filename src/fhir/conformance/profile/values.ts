@@ -137,5 +137,13 @@ export function containsPattern(value: unknown, pattern: unknown): boolean {
 export function typeOfItem(item: Item, declared: readonly { code: string }[]): string | undefined {
   if (item.type) return item.type;
   if (isObject(item.value) && typeof item.value.resourceType === 'string') return item.value.resourceType;
-  return declared.length === 1 ? declared[0]?.code : undefined;
+  if (declared.length === 1) return declared[0]?.code;
+  // A snapshot element always has its type; without one, the shape tells the coded types bindings apply to.
+  if (declared.length > 0) return undefined;
+  if (typeof item.value === 'string') return 'code';
+  if (isObject(item.value)) {
+    if (Array.isArray(item.value.coding) || typeof item.value.text === 'string') return 'CodeableConcept';
+    if (typeof item.value.code === 'string') return 'Coding';
+  }
+  return undefined;
 }

@@ -60,8 +60,10 @@ function conforms(ctx: WalkCtx, p: CompiledProfile, item: Item): boolean {
 
 /** Checks an object (a resource, a datatype or a backbone element) against the children of `node`. */
 export function checkObject(ctx: WalkCtx, node: ElementNode, obj: Json, path: string): void {
+  const seen = new Set<string>();
   for (const child of node.children.values()) {
     const items = itemsOf(obj, child.name, path);
+    for (const it of items) seen.add(it.key);
     const at = `${path}.${child.name.replace('[x]', '')}`;
     if (items.length < child.min)
       issue(
@@ -82,8 +84,30 @@ export function checkObject(ctx: WalkCtx, node: ElementNode, obj: Json, path: st
     if (child.slicing && child.slices.length > 0) checkSliced(ctx, child, items, at);
     else for (const item of items) checkItem(ctx, child, item);
   }
-  for (const key of ['extension', 'modifierExtension'])
-    if (!node.children.has(key)) extensionsByUrl(ctx, obj[key], `${path}.${key}`);
+  for (const key of Object.keys(obj)) {
+    const name = key.startsWith('_') ? key.slice(1) : key;
+    if (seen.has(name) || key === 'resourceType') continue;
+    if (name === 'extension' || name === 'modifierExtension')
+      extensionsByUrl(ctx, obj[key], `${path}.${name}`);
+    else scanExtensions(ctx, obj[key], `${path}.${name}`);
+  }
+}
+
+/** Parts of an instance the profile says nothing about: their extensions are still checked by their definitions. */
+function scanExtensions(ctx: WalkCtx, value: unknown, path: string): void {
+  if (Array.isArray(value)) {
+    value.forEach((v, i) => scanExtensions(ctx, v, `${path}[${i}]`));
+    return;
+  }
+  if (!isObject(value)) return;
+  if (++ctx.work.visits > MAX_VISITS) throw new TooMuchWork();
+  if (typeof value.resourceType === 'string') return; // a contained or nested resource: its own profiles
+  for (const key of Object.keys(value)) {
+    const name = key.startsWith('_') ? key.slice(1) : key;
+    if (name === 'extension' || name === 'modifierExtension')
+      extensionsByUrl(ctx, value[key], `${path}.${name}`);
+    else scanExtensions(ctx, value[key], `${path}.${name}`);
+  }
 }
 
 /** Assigns items to slices, checks the slicing rules and each slice's cardinality, then each item. */
@@ -183,10 +207,7 @@ export function checkItem(ctx: WalkCtx, node: ElementNode, item: Item): void {
     });
   checkConstraints(ctx, node, item);
   if (isObject(item.value)) {
-    if (node.children.size > 0) checkObject(ctx, node, item.value, item.path);
-    else
-      for (const key of ['extension', 'modifierExtension'])
-        extensionsByUrl(ctx, item.value[key], `${item.path}.${key}`);
+    checkObject(ctx, node, item.value, item.path);
     checkTypeProfiles(ctx, node, item, type);
     if (type === 'Extension') extensionsByUrl(ctx, [item.value], item.path, true);
   }
