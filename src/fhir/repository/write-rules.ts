@@ -5,6 +5,7 @@
 // so a transaction that creates a profile and its membership is judged as a whole.
 import { outboundTargetRefused } from '../../auth/outbound.js';
 import type { Queryable } from '../../storage/db.js';
+import type { At } from '../conformance/model.js';
 import { FhirError } from '../outcome.js';
 import type { RepoContext } from './context.js';
 import { isValidId } from '../id.js';
@@ -38,6 +39,8 @@ async function checkProfiles(
 ): Promise<void> {
   const validator = ctx.conformance?.profiles;
   if (!validator) return;
+  // One `At` per project for the whole write, so the validator resolves each canonical once for all its versions.
+  const ats = new Map<string, At>();
   for (const { resource, projectId } of items) {
     const declared = (resource.meta as { profile?: unknown } | undefined)?.profile;
     if (!Array.isArray(declared) || declared.length === 0) continue;
@@ -45,7 +48,9 @@ async function checkProfiles(
       .filter((p): p is string => typeof p === 'string')
       .slice(0, MAX_PROFILES)
       .map((canonical) => ({ canonical, explicit: false }));
-    const issues = await validator.validate({ projectId, db }, resource, profiles);
+    let at = ats.get(projectId);
+    if (!at) ats.set(projectId, (at = { projectId, db }));
+    const issues = await validator.validate(at, resource, profiles);
     const errors = issues.filter((i) => i.severity === 'error' || i.severity === 'fatal');
     const first = errors[0];
     if (!first) continue;

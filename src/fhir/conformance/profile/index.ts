@@ -58,10 +58,17 @@ export function createProfileValidator(deps: {
   const shared = new WeakMap<object, Compiled>();
   // The canonicals a profile needed last time (per project), resolved before the first walk so one walk usually does.
   const needs = new Lru<string[]>(MAX_CACHED);
+  const resolved = new WeakMap<At, Map<string, Promise<Resource | undefined>>>();
 
   /** Resolves and compiles a profile; undefined when the server does not know it. */
   async function load(at: At, canonical: string): Promise<Compiled | undefined> {
-    const sd = await deps.resolver.resolve(at, 'StructureDefinition', canonical);
+    // One `At` is one call (a write passes the same one for every version it stores): canonicals resolve once in it.
+    let memo = resolved.get(at);
+    if (!memo) resolved.set(at, (memo = new Map()));
+    let pending = memo.get(canonical);
+    if (!pending)
+      memo.set(canonical, (pending = deps.resolver.resolve(at, 'StructureDefinition', canonical)));
+    const sd = await pending;
     if (!sd) return undefined;
     const meta = sd.meta as { versionId?: unknown; lastUpdated?: unknown } | undefined;
     if (typeof meta?.versionId !== 'string') {
