@@ -101,6 +101,30 @@ describe.each(testDatabases())('profiles on $name', (database) => {
     );
   });
 
+  it('reports a us-core-race sub-extension with a valueString instead of a Coding', async () => {
+    const p = fixture('patient-example.json');
+    const at = p.extension.findIndex((e: Json) => e.url === `${US}us-core-race`);
+    const omb = p.extension[at].extension.findIndex((e: Json) => e.url === 'ombCategory');
+    p.extension[at].extension[omb] = { url: 'ombCategory', valueString: 'White' };
+    expectIssue(
+      await validate(a.adminToken, p),
+      `Patient.extension[${at}].extension[${omb}].valueString`,
+      /type string is not allowed/,
+      'structure',
+    );
+  });
+
+  it('reports a reference to a type the targetProfile does not allow', async () => {
+    const o = fixture('blood-pressure.json');
+    o.subject = { reference: 'Group/g1' };
+    expectIssue(
+      await validate(a.adminToken, o),
+      'Observation.subject.reference',
+      /Group is not allowed/,
+      'structure',
+    );
+  });
+
   it('reports failed invariants (us-core-6, ele-1)', async () => {
     const p = fixture('patient-example.json');
     p.name = [{ text: 'Only a text' }];
@@ -162,6 +186,21 @@ describe.each(testDatabases())('profiles on $name', (database) => {
       token: a.adminToken,
     });
     expect((search.json() as { entry?: unknown[] }).entry ?? []).toEqual([]);
+  });
+
+  it('validates batch entries one by one: the failing one answers 422, the other is stored', async () => {
+    const good = fixture('patient-example.json');
+    const bad = clone(good);
+    delete good.id;
+    delete bad.id;
+    delete bad.identifier;
+    const res = await postBundle(t, a.adminToken, 'batch', [createEntry(good), createEntry(bad)]);
+    expect(res.statusCode, res.body).toBe(200);
+    const statuses = (res.json() as { entry: { response: { status: string } }[] }).entry.map(
+      (e) => e.response.status,
+    );
+    expect(statuses[0]).toMatch(/^201/);
+    expect(statuses[1]).toMatch(/^422/);
   });
 
   describe('isolation', () => {

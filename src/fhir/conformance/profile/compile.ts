@@ -5,6 +5,8 @@ import type { Resource } from '../../types.js';
 export interface TypeRef {
   code: string;
   profiles: string[];
+  /** targetProfile: what a Reference or canonical may point to. */
+  targets: string[];
 }
 
 export interface Constraint {
@@ -71,10 +73,15 @@ function typesOf(e: Raw): TypeRef[] {
   return list.flatMap((t) => {
     const code = str(t?.code);
     if (!code) return [];
-    const profiles = Array.isArray(t.profile)
-      ? t.profile.filter((p): p is string => typeof p === 'string')
-      : [];
-    return [{ code: code.startsWith('http://hl7.org/fhirpath/System.') ? 'string' : code, profiles }];
+    const strings = (v: unknown): string[] =>
+      Array.isArray(v) ? v.filter((p): p is string => typeof p === 'string') : [];
+    return [
+      {
+        code: code.startsWith('http://hl7.org/fhirpath/System.') ? 'string' : code,
+        profiles: strings(t.profile),
+        targets: strings(t.targetProfile),
+      },
+    ];
   });
 }
 

@@ -14,6 +14,9 @@ export const MAX_EXPRESSION_LENGTH = 2_000;
 const MAX_TRAVERSALS = 8;
 /** A traversal of a traversal's every result (quadratic or worse on a large resource). */
 const CHAINED = /(descendants|repeat)\s*\([^)]*\)\s*\.\s*(descendants|repeat)\s*\(/;
+/** A traversal inside the argument of a function applied to a traversal's results (also quadratic). */
+const NESTED =
+  /(descendants|repeat)\s*\([^)]*\)[^;]*?\.\s*(where|select|all|exists|repeat|aggregate|any|iif)\s*\([^)]*(descendants|repeat)\s*\(/;
 const MAX_CACHED = 2_000;
 const cache = new Map<string, Compiled | Error>();
 
@@ -51,7 +54,8 @@ export function compiledConstraint(base: string, expression: string): Compiled |
   if (
     expression.length > MAX_EXPRESSION_LENGTH ||
     traversals(expression) > MAX_TRAVERSALS ||
-    CHAINED.test(expression)
+    CHAINED.test(expression) ||
+    NESTED.test(expression)
   ) {
     out = new Error('the expression is too long or repeats costly traversals; not evaluated');
   } else {

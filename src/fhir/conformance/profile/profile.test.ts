@@ -415,3 +415,48 @@ describe('resolution and cache', () => {
     ]);
   });
 });
+
+describe('reference targets', () => {
+  const profile = sd('ref', 'Observation', [
+    el('Observation.subject', {
+      type: [
+        { code: 'Reference', targetProfile: ['http://hl7.org/fhir/StructureDefinition/Patient', `${P}grp`] },
+      ],
+    }),
+  ]);
+  const grp = sd('grp', 'Group', []);
+
+  it("accepts the target profiles' types, refuses others, skips what it cannot tell", async () => {
+    const of = (reference: string): Json => ({ resourceType: 'Observation', subject: { reference } });
+    expect(errors(await run([profile, grp], of('Patient/1'), 'ref'))).toEqual([]);
+    expect(errors(await run([profile, grp], of('http://x.org/fhir/Group/2/_history/1'), 'ref'))).toEqual([]);
+    expect(errors(await run([profile, grp], of('urn:uuid:0d3c'), 'ref'))).toEqual([]);
+    expect(errors(await run([profile, grp], of('Device/3'), 'ref'))).toEqual([
+      'structure Observation.subject.reference',
+    ]);
+    expect(errors(await run([profile], of('Device/3'), 'ref'))).toEqual([]); // grp unknown: not judged
+  });
+});
+
+describe('hostile constraints', () => {
+  it('does not evaluate quadratic traversals, and reports them', async () => {
+    const p = sd('hq', 'Patient', [], {
+      constraint: [
+        {
+          key: 'q-1',
+          severity: 'error',
+          human: '',
+          expression: 'descendants().where(%resource.descendants().exists()).exists()',
+        },
+        { key: 'q-2', severity: 'error', human: '', expression: 'descendants().descendants().exists()' },
+        { key: 'q-3', severity: 'error', human: '', expression: `${'name.exists() and '.repeat(200)}true` },
+      ],
+    });
+    const issues = await run([p], { resourceType: 'Patient', name: [{ family: 'x' }] }, 'hq');
+    expect(issues.map((i) => `${i.severity} ${i.code}`)).toEqual([
+      'warning processing',
+      'warning processing',
+      'warning processing',
+    ]);
+  });
+});

@@ -209,6 +209,7 @@ export function checkItem(ctx: WalkCtx, node: ElementNode, item: Item): void {
   if (isObject(item.value)) {
     checkObject(ctx, node, item.value, item.path);
     checkTypeProfiles(ctx, node, item, type);
+    if (type === 'Reference') checkTarget(ctx, node, item);
     if (type === 'Extension') extensionsByUrl(ctx, [item.value], item.path, true);
   }
   if (item.extra) extensionsByUrl(ctx, item.extra.extension, `${item.path}.extension`);
@@ -247,6 +248,32 @@ function checkTypeProfiles(ctx: WalkCtx, node: ElementNode, item: Item, type: st
   if (known.length > 1 && known.some((p) => conforms(ctx, p, item))) return;
   const p = known[0]!;
   checkItem({ ...ctx, profileUrl: p.url }, p.root, item);
+}
+
+/** `Type/id` at the end of a literal reference (relative or absolute, with or without `_history`). */
+const LITERAL = /(?:^|\/)([A-Z][A-Za-z]+)\/[A-Za-z0-9\-.]{1,64}(?:\/_history\/[A-Za-z0-9\-.]{1,64})?$/;
+
+/** A literal reference's type must be one its targetProfiles allow (when the server knows them all). */
+function checkTarget(ctx: WalkCtx, node: ElementNode, item: Item): void {
+  const targets = node.types.find((t) => t.code === 'Reference')?.targets ?? [];
+  const ref = isObject(item.value) ? item.value.reference : undefined;
+  if (targets.length === 0 || typeof ref !== 'string') return;
+  const type = LITERAL.exec(ref)?.[1];
+  if (!type) return; // contained (#id), urn:uuid, or not a FHIR REST URL
+  const allowed: string[] = [];
+  for (const t of targets) {
+    const base = t.startsWith(BASE) ? t.slice(BASE.length).split('|')[0] : ctx.profile(t)?.type;
+    if (!base || base === 'Resource') return;
+    allowed.push(base);
+  }
+  if (!allowed.includes(type))
+    issue(
+      ctx,
+      'error',
+      'structure',
+      `${item.path}.reference: a reference to ${type} is not allowed here; expected ${[...new Set(allowed)].join(' | ')} (${ctx.profileUrl})`,
+      `${item.path}.reference`,
+    );
 }
 
 /** Extensions not checked through a slice: each against its definition, found by url, when the server knows it. */
