@@ -35,6 +35,43 @@ function codingsOf(type: string, value: unknown): Coding[] | undefined {
   }
 }
 
+/** A CodeableConcept with only text under a required binding: no code of the value set (when the server knows it). */
+async function noCoding(
+  terminology: Terminology,
+  at: At,
+  b: PendingBinding,
+  issues: OperationOutcomeIssue[],
+  unexpandable: Set<string>,
+): Promise<void> {
+  // A value set too large to expand is still known: having no coding at all cannot be in it.
+  const known = await terminology.expand(at, b.valueSet, { count: 0 }).then(
+    (e) => e !== undefined,
+    () => true,
+  );
+  if (!known) {
+    if (!unexpandable.has(b.valueSet)) {
+      unexpandable.add(b.valueSet);
+      issues.push(unchecked(b));
+    }
+    return;
+  }
+  issues.push({
+    severity: 'error',
+    code: 'value',
+    details: { text: `${b.path}: no coding from the value set ${b.valueSet} (required binding)` },
+    expression: [b.path],
+  });
+}
+
+const unchecked = (b: PendingBinding): OperationOutcomeIssue => ({
+  severity: 'warning',
+  code: 'not-supported',
+  details: {
+    text: `${b.path}: the required binding to value set ${b.valueSet} was not checked: the server cannot expand it`,
+  },
+  expression: [b.path],
+});
+
 const show = (c: Coding): string => (c.system ? `${c.system}#${c.code ?? ''}` : (c.code ?? ''));
 
 /** Checks the bindings the walk collected; pushes their issues. */
@@ -49,9 +86,14 @@ export async function checkBindings(
   let budget = MAX_CODINGS;
   for (const b of pending) {
     const codings = codingsOf(b.type, b.value);
-    if (!codings || codings.length === 0) continue;
-    budget -= codings.length;
+    if (!codings) continue;
+    budget -= Math.max(1, codings.length);
     if (budget < 0) break;
+    if (codings.length === 0) {
+      if (b.strength === 'required' && b.type === 'CodeableConcept')
+        await noCoding(terminology, at, b, issues, unexpandable);
+      continue;
+    }
     const results = await Promise.all(
       codings.map((c) => {
         const key = `${b.valueSet}\n${c.system ?? ''}\n${c.version ?? ''}\n${c.code ?? ''}`;
@@ -64,14 +106,7 @@ export async function checkBindings(
     if (results.some((r) => r === undefined)) {
       if (b.strength === 'required' && !unexpandable.has(b.valueSet)) {
         unexpandable.add(b.valueSet);
-        issues.push({
-          severity: 'warning',
-          code: 'not-supported',
-          details: {
-            text: `${b.path}: the required binding to value set ${b.valueSet} was not checked: the server cannot expand it`,
-          },
-          expression: [b.path],
-        });
+        issues.push(unchecked(b));
       }
       continue;
     }

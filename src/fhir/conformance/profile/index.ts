@@ -13,6 +13,8 @@ const BASE = 'http://hl7.org/fhir/StructureDefinition/';
 /** Walks of one resource against one profile while the profiles it refers to are being found. */
 const MAX_ROUNDS = 6;
 const MAX_CACHED = 500;
+/** Profiles (extensions, type and target profiles) resolved at most for one resource against one profile. */
+const MAX_CANONICALS = 64;
 
 type Compiled = CompiledProfile | ProfileCompileError;
 
@@ -86,7 +88,11 @@ export function createProfileValidator(deps: {
   async function walk(at: At, resource: Resource, main: CompiledProfile, canonical: string) {
     const loaded = new Map<string, CompiledProfile | null>([[canonical, main]]);
     const loadAll = async (list: Iterable<string>): Promise<void> => {
-      const todo = [...new Set(list)].filter((c) => !loaded.has(c));
+      let todo = [...new Set(list)].filter((c) => !loaded.has(c));
+      // Beyond a bound, what a resource names (e.g. thousands of distinct extension urls) is not looked up.
+      const room = Math.max(0, MAX_CANONICALS - loaded.size);
+      for (const c of todo.slice(room)) loaded.set(c, null);
+      todo = todo.slice(0, room);
       const found = await Promise.all(todo.map((c) => load(at, c)));
       todo.forEach((c, i) => {
         const p = found[i];

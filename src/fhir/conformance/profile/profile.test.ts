@@ -339,6 +339,28 @@ describe('bindings', () => {
     },
   };
 
+  it('a required CodeableConcept with only text: an error when the value set is known, else a warning', async () => {
+    const known: Terminology = { ...fake, expand: async () => ({ total: 1, contains: [] }) };
+    const r = {
+      resourceType: 'Patient',
+      maritalStatus: { text: 'x' },
+      communication: [{ language: { text: 'fr' } }],
+    };
+    const p = sd('t', 'Patient', [
+      el('Patient.maritalStatus', { binding: { strength: 'required', valueSet: 'urn:vs:marital' } }),
+      el('Patient.communication'),
+      el('Patient.communication.language', { binding: { strength: 'required', valueSet: 'urn:vs:unknown' } }),
+    ]);
+    expect((await run([p], r, 't', known)).map((i) => `${i.severity} ${i.expression?.[0] ?? ''}`)).toEqual([
+      'error Patient.maritalStatus',
+      'error Patient.communication[0].language',
+    ]);
+    expect((await run([p], r, 't', fake)).map((i) => `${i.severity} ${i.code}`)).toEqual([
+      'warning not-supported',
+      'warning not-supported',
+    ]);
+  });
+
   it('required → error, extensible → warning, preferred not checked, unknown value set → warning naming it', async () => {
     const r = {
       resourceType: 'Patient',
@@ -458,5 +480,18 @@ describe('hostile constraints', () => {
       'warning processing',
       'warning processing',
     ]);
+  });
+});
+
+describe('bounded work', () => {
+  it('resolves a bounded number of canonicals for a resource naming thousands of extensions', async () => {
+    const resolver = resolverOf({ shared: [sd('plain', 'Patient', [])] });
+    const v = createProfileValidator({ resolver, terminology: noTerminology });
+    const extension = Array.from({ length: 2000 }, (_, i) => ({ url: `urn:ext:${i}`, valueString: 'x' }));
+    const issues = await v.validate({ projectId: null }, { resourceType: 'Patient', extension } as Resource, [
+      { canonical: `${P}plain`, explicit: false },
+    ]);
+    expect(issues).toEqual([]);
+    expect(resolver.calls).toBeLessThanOrEqual(70);
   });
 });
