@@ -166,6 +166,18 @@ describe('slicing', () => {
     expect(errors(await run([p2], unordered, 's'))).toEqual(['structure Observation.component[1]']);
   });
 
+  it('does not guess slices it cannot tell apart (resolve() discriminators): a warning, no error', async () => {
+    const p = sliced(
+      [{ type: 'type', path: 'valueReference.resolve()' }],
+      [[el('Observation.component:r', { sliceName: 'r', min: 1 })]],
+      'closed',
+    );
+    const issues = await run([p], { resourceType: 'Observation', component: [comp('A')] }, 's');
+    expect(issues.map((i) => `${i.severity} ${i.code} ${i.expression?.[0] ?? ''}`)).toEqual([
+      'warning not-supported Observation.component',
+    ]);
+  });
+
   it('type discriminator on a choice', async () => {
     const p = sd('t', 'Observation', [
       el('Observation.value[x]', {

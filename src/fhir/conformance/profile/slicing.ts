@@ -160,3 +160,9 @@ export function sliceOf(env: SliceEnv, node: ElementNode, item: Item): number {
   if (discriminators.length === 0) return -1;
   return node.slices.findIndex((s) => discriminators.every((d) => matches(env, d, item, s)));
 }
+
+/** Whether every discriminator of a slicing can be evaluated here (not `resolve()`, and at least one). */
+export function decidable(node: ElementNode): boolean {
+  const list = node.slicing?.discriminators ?? [];
+  return list.length > 0 && list.every((d) => stepsOf(d.path).every((s) => s.kind !== 'unsupported'));
+}

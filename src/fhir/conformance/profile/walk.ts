@@ -4,7 +4,7 @@
 import type { IssueCode, OperationOutcomeIssue } from '../../outcome.js';
 import type { CompiledProfile, ElementNode } from './compile.js';
 import { evaluateConstraint } from './invariants.js';
-import { sliceOf, type SliceEnv } from './slicing.js';
+import { decidable, sliceOf, type SliceEnv } from './slicing.js';
 import { containsPattern, equalJson, isObject, itemsOf, typeOfItem, type Item, type Json } from './values.js';
 
 /** A binding to check once the walk is done. */
@@ -112,6 +112,20 @@ function scanExtensions(ctx: WalkCtx, value: unknown, path: string): void {
 
 /** Assigns items to slices, checks the slicing rules and each slice's cardinality, then each item. */
 function checkSliced(ctx: WalkCtx, node: ElementNode, items: Item[], at: string): void {
+  if (!decidable(node)) {
+    // E.g. `resolve()` discriminators: the slices cannot be told apart here; say so rather than guess.
+    const paths = (node.slicing?.discriminators ?? []).map((d) => d.path).join(', ') || 'none';
+    if (items.length > 0)
+      issue(
+        ctx,
+        'warning',
+        'not-supported',
+        `${at}: slicing not checked (discriminator ${paths}) (${ctx.profileUrl})`,
+        at,
+      );
+    for (const item of items) checkItem(ctx, node, item);
+    return;
+  }
   const env = sliceEnv(ctx);
   const slicing = node.slicing!;
   const assigned = items.map((item) => sliceOf(env, node, item));
