@@ -63,6 +63,7 @@ describe.each(testDatabases())('profiles on $name', (database) => {
     ['patient-example.json', `${US}us-core-patient`],
     ['blood-pressure.json', `${US}us-core-blood-pressure`],
     ['Device-knee.json', `${US}us-core-implantable-device`],
+    ['some-day-smoker-7.0.0.json', `${US}us-core-smokingstatus|7.0.0`],
   ])('validates the US Core example %s with no error', async (file, profile) => {
     const issues = await validate(a.adminToken, fixture(file), profile);
     expect(errorsOf(issues), JSON.stringify(issues, null, 1)).toEqual([]);

