@@ -125,6 +125,25 @@ describe('slicing', () => {
     ]);
   });
 
+  it('openAtEnd: items of no slice come after the sliced ones', async () => {
+    const p = sliced(
+      [{ type: 'pattern', path: 'code' }],
+      [
+        [
+          el('Observation.component:a', { sliceName: 'a' }),
+          el('Observation.component:a.code', { patternCodeableConcept: { coding: [{ code: 'A' }] } }),
+        ],
+      ],
+      'openAtEnd',
+    );
+    expect(
+      errors(await run([p], { resourceType: 'Observation', component: [comp('A'), comp('Z')] }, 's')),
+    ).toEqual([]);
+    expect(
+      errors(await run([p], { resourceType: 'Observation', component: [comp('Z'), comp('A')] }, 's')),
+    ).toEqual(['structure Observation.component[1]']);
+  });
+
   it('type discriminator on a choice', async () => {
     const p = sd('t', 'Observation', [
       el('Observation.value[x]', {

@@ -115,71 +115,55 @@ function checkSliced(ctx: WalkCtx, node: ElementNode, items: Item[], at: string)
   if (!decidable(node)) {
     // E.g. `resolve()` discriminators: the slices cannot be told apart here; say so rather than guess.
     const paths = (node.slicing?.discriminators ?? []).map((d) => d.path).join(', ') || 'none';
-    if (items.length > 0)
-      issue(
-        ctx,
-        'warning',
-        'not-supported',
-        `${at}: slicing not checked (discriminator ${paths}) (${ctx.profileUrl})`,
-        at,
-      );
+    const text = `${at}: slicing not checked (discriminator ${paths}) (${ctx.profileUrl})`;
+    if (items.length > 0) issue(ctx, 'warning', 'not-supported', text, at);
     for (const item of items) checkItem(ctx, node, item);
     return;
   }
   const env = sliceEnv(ctx);
-  const slicing = node.slicing!;
   const assigned = items.map((item) => sliceOf(env, node, item));
-  let last = -1;
-  let unmatchedSeen = false;
-  assigned.forEach((k, i) => {
-    const item = items[i]!;
-    if (k < 0 && slicing.rules === 'closed')
-      issue(
-        ctx,
-        'error',
-        'structure',
-        `${item.path} matches no slice of ${at} and the slicing is closed (${ctx.profileUrl})`,
-        item.path,
-      );
-    if (k >= 0 && slicing.rules === 'openAtEnd' && unmatchedSeen)
-      issue(
-        ctx,
-        'error',
-        'structure',
-        `${item.path}: items of no slice must come last in ${at} (${ctx.profileUrl})`,
-        item.path,
-      );
-    if (k >= 0 && slicing.ordered && k < last)
-      issue(
-        ctx,
-        'error',
-        'structure',
-        `${item.path}: the slices of ${at} are ordered; ${node.slices[k]!.sliceName} comes too late`,
-        item.path,
-      );
-    if (k < 0) unmatchedSeen = true;
-    else last = k;
-  });
+  checkSlicingRules(ctx, node, items, assigned, at);
   node.slices.forEach((s, k) => {
     const n = assigned.filter((x) => x === k).length;
+    const name = `${at}: slice '${s.sliceName}'`;
     if (n < s.min)
       issue(
         ctx,
         'error',
         'required',
-        `${at}: slice '${s.sliceName}' requires at least ${s.min}, found ${n} (${ctx.profileUrl})`,
+        `${name} requires at least ${s.min}, found ${n} (${ctx.profileUrl})`,
         at,
       );
     if (n > s.max)
-      issue(
-        ctx,
-        'error',
-        'structure',
-        `${at}: slice '${s.sliceName}' allows at most ${s.max}, found ${n} (${ctx.profileUrl})`,
-        at,
-      );
+      issue(ctx, 'error', 'structure', `${name} allows at most ${s.max}, found ${n} (${ctx.profileUrl})`, at);
   });
   items.forEach((item, i) => checkItem(ctx, assigned[i]! >= 0 ? node.slices[assigned[i]!]! : node, item));
+}
+
+/** Closed (every item in a slice), openAtEnd (items of no slice last) and ordered (slices in their order). */
+function checkSlicingRules(
+  ctx: WalkCtx,
+  node: ElementNode,
+  items: Item[],
+  assigned: number[],
+  at: string,
+): void {
+  const slicing = node.slicing!;
+  const refuse = (item: Item, why: string): void =>
+    issue(ctx, 'error', 'structure', `${item.path}: ${why} (${ctx.profileUrl})`, item.path);
+  let last = -1;
+  let unmatchedSeen = false;
+  assigned.forEach((k, i) => {
+    const item = items[i]!;
+    if (k < 0 && slicing.rules === 'closed')
+      refuse(item, `matches no slice of ${at} and the slicing is closed`);
+    if (k >= 0 && slicing.rules === 'openAtEnd' && unmatchedSeen)
+      refuse(item, `items of no slice must come last in ${at}`);
+    if (k >= 0 && slicing.ordered && k < last)
+      refuse(item, `the slices of ${at} are ordered; ${node.slices[k]!.sliceName} comes too late`);
+    if (k < 0) unmatchedSeen = true;
+    else last = k;
+  });
 }
 
 /** Checks one value against an element definition. */
