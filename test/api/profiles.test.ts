@@ -172,6 +172,30 @@ describe.each(testDatabases())('profiles on $name', (database) => {
     expect((await postResource(t, a.adminToken, ok)).statusCode).toBe(201);
   });
 
+  it('refuses an update failing its known meta.profile with 422 and keeps the stored version', async () => {
+    const p = fixture('patient-example.json');
+    delete p.id;
+    const created = (await postResource(t, a.adminToken, p)).json() as Json;
+    const changed = { ...clone(created), identifier: undefined, gender: undefined };
+    const put = await t.request({
+      method: 'PUT',
+      url: `${t.fhir}/Patient/${created.id}`,
+      token: a.adminToken,
+      payload: changed,
+    });
+    expect(put.statusCode, put.body).toBe(422);
+    const issues = (put.json() as { issue: OperationOutcomeIssue[] }).issue;
+    expect(issues.map((i) => i.expression?.[0])).toEqual(
+      expect.arrayContaining(['Patient.identifier', 'Patient.gender']),
+    );
+    const read = await t.request({
+      method: 'GET',
+      url: `${t.fhir}/Patient/${created.id}`,
+      token: a.adminToken,
+    });
+    expect((read.json() as Json).meta.versionId).toBe(created.meta.versionId);
+  });
+
   it('validates transaction entries: a failing one refuses the whole transaction', async () => {
     const good = fixture('patient-example.json');
     const bad = clone(good);
