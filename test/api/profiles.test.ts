@@ -5,7 +5,15 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OperationOutcomeIssue } from '../../src/fhir/outcome.js';
 import { testDatabases } from '../support/db.js';
-import { createEntry, postBundle, postResource, startTestApp, type TestApp } from '../support/app.js';
+import { randomUUID } from 'node:crypto';
+import {
+  createEntry,
+  postBundle,
+  postResource,
+  startTestApp,
+  tokenRequest,
+  type TestApp,
+} from '../support/app.js';
 import { usCoreDefinitions, usCoreSharedSet } from '../support/shared-set.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -256,6 +264,44 @@ describe.each(testDatabases())('profiles on $name', (database) => {
       expect(errorsOf(inB)).toEqual([]);
       const inA = await validate(a.memberToken, patient());
       expectIssue(inA, 'Patient.birthDate', /at least 1/, 'required');
+    });
+
+    it("gives a narrowly scoped token's $validate its own project's profiles only", async () => {
+      const scoped = async (projectId: string): Promise<string> => {
+        const secret = `secret-${randomUUID()}`;
+        const client = await postResource(t, t.adminToken, {
+          resourceType: 'ClientApplication',
+          name: 'narrow',
+          secret,
+          meta: { project: projectId },
+        });
+        const id = (client.json() as Json).id as string;
+        const m = await postResource(t, t.adminToken, {
+          resourceType: 'ProjectMembership',
+          meta: { project: projectId },
+          project: { reference: `Project/${projectId}` },
+          user: { reference: `ClientApplication/${id}` },
+          profile: { reference: `ClientApplication/${id}` },
+        });
+        expect(m.statusCode, m.body).toBe(201);
+        const tok = await tokenRequest(t.app, {
+          grant_type: 'client_credentials',
+          client_id: id,
+          client_secret: secret,
+          scope: 'system/Patient.r',
+        });
+        expect(tok.statusCode, tok.body).toBe(200);
+        return (tok.json() as { access_token: string }).access_token;
+      };
+      const inB = await validate(await scoped(b.projectId), patient());
+      expect(inB).toContainEqual(expect.objectContaining({ severity: 'warning', code: 'not-found' }));
+      expect(errorsOf(inB)).toEqual([]);
+      expectIssue(
+        await validate(await scoped(a.projectId), patient()),
+        'Patient.birthDate',
+        /at least 1/,
+        'required',
+      );
     });
 
     it('sees an updated profile at once', async () => {
