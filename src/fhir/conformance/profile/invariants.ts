@@ -31,7 +31,10 @@ function ele1(value: unknown, extra: Json | undefined): boolean {
 function ext1(value: unknown): boolean {
   if (!isObject(value)) return true;
   const hasExtension = Array.isArray(value.extension) && value.extension.length > 0;
-  const hasValue = Object.keys(value).some((k) => k.startsWith('value') && k.length > 5);
+  // A primitive value present only by its `_valueX` part (extensions) is a value too.
+  const hasValue = Object.keys(value).some(
+    (k) => (k.startsWith('value') && k.length > 5) || (k.startsWith('_value') && k.length > 6),
+  );
   return hasExtension !== hasValue;
 }
 

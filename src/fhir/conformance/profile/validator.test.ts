@@ -189,3 +189,39 @@ describe('bounded work', () => {
     expect(resolver.calls).toBeLessThanOrEqual(70);
   });
 });
+
+describe('findings of the HL7 R4 examples against the R4 definitions', () => {
+  it('a base-URL profile that is not a type (…/vitalsigns) names its type through its definition', async () => {
+    const vitals = {
+      ...sd('v', 'Observation', []),
+      url: 'http://hl7.org/fhir/StructureDefinition/vitalsigns',
+    };
+    const p = sd('panel', 'Observation', [
+      el('Observation.hasMember', {
+        type: [{ code: 'Reference', targetProfile: ['http://hl7.org/fhir/StructureDefinition/vitalsigns'] }],
+      }),
+    ]);
+    const r = { resourceType: 'Observation', hasMember: [{ reference: 'Observation/bp' }] };
+    expect(errors(await run([p, vitals], r, 'panel'))).toEqual([]);
+  });
+
+  it('ext-1 counts a value present only by its extensions (_valueString)', async () => {
+    const p = sd('e1', 'Patient', [
+      el('Patient.extension', {
+        constraint: [
+          { key: 'ext-1', severity: 'error', human: 'x', expression: 'extension.exists() != value.exists()' },
+        ],
+      }),
+    ]);
+    const r = {
+      resourceType: 'Patient',
+      extension: [{ url: 'urn:c', _valueString: { extension: [{ url: 'urn:t', valueCode: 'nl' }] } }],
+    };
+    expect(errors(await run([p], r, 'e1'))).toEqual([]);
+    const both = {
+      resourceType: 'Patient',
+      extension: [{ url: 'urn:c', valueString: 'a', extension: [{ url: 'urn:t', valueCode: 'nl' }] }],
+    };
+    expect(errors(await run([p], both, 'e1'))).toEqual(['invariant Patient.extension[0]']);
+  });
+});

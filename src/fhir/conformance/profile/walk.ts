@@ -260,7 +260,9 @@ function checkTarget(ctx: WalkCtx, node: ElementNode, item: Item): void {
   if (!type) return; // contained (#id), urn:uuid, or not a FHIR REST URL
   const allowed: string[] = [];
   for (const t of targets) {
-    const base = t.startsWith(BASE) ? t.slice(BASE.length).split('|')[0] : ctx.profile(t)?.type;
+    // A base definition's tail is its type (…/Patient); other profiles (…/vitalsigns, US Core) say theirs.
+    const tail = t.startsWith(BASE) ? t.slice(BASE.length).split('|')[0] : undefined;
+    const base = tail && /^[A-Z][A-Za-z]+$/.test(tail) ? tail : ctx.profile(t)?.type;
     if (!base || base === 'Resource') return;
     allowed.push(base);
   }
