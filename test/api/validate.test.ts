@@ -87,7 +87,7 @@ describe.each(testDatabases())('validate on $name', (database) => {
     expect(client.statusCode).toBe(403);
   });
 
-  it('knows the base profile only', async () => {
+  it('knows the base profile; an unknown explicit profile is an error not-found (API.md §9)', async () => {
     const patient = { resourceType: 'Patient' };
     const base = await validate('Patient/$validate', {
       resourceType: 'Parameters',
@@ -108,7 +108,8 @@ describe.each(testDatabases())('validate on $name', (database) => {
       ],
     });
     expect((other.json() as Outcome).issue[0]).toMatchObject({
-      code: 'not-supported',
+      severity: 'error',
+      code: 'not-found',
       expression: ['profile'],
     });
   });
