@@ -96,7 +96,8 @@ describe.each(testDatabases())('validate on $name', (database) => {
         { name: 'profile', valueCanonical: 'http://hl7.org/fhir/StructureDefinition/Patient' },
       ],
     });
-    expect((base.json() as Outcome).issue[0]?.severity).toBe('information');
+    // The base profile is in the shared set: its invariants run too, and dom-6 (narrative) is only a warning.
+    expect((base.json() as Outcome).issue.filter((i) => i.severity === 'error')).toEqual([]);
     const other = await validate('Patient/$validate', {
       resourceType: 'Parameters',
       parameter: [
