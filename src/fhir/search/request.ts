@@ -39,7 +39,16 @@ export type FilterValue =
   /** token `:below` / `:above` before resolution: a code of a code system with a hierarchy (terminology.ts). */
   | { kind: 'hierarchy'; system: string; code: string }
   /** Resolved `:in`/`:not-in`/`:below`/`:above`: any of these (system, code) pairs (parallel arrays, deduplicated). */
-  | { kind: 'codes'; systems: string[]; codes: string[] }
+  | {
+      kind: 'codes';
+      systems: string[];
+      codes: string[];
+      /**
+       * The parameter reads `code` elements only (Patient.gender): their values are indexed without a system, which
+       * their binding implies, and match by code alone.
+       */
+      codeOnly?: boolean;
+    }
   /** token `:of-type` on an identifier: its type coding (system and code) and its value. */
   | { kind: 'of-type'; typeSystem: string; typeCode: string; value: string }
   /** reference `:identifier`: the Reference's identifier, token forms as `token` (system and/or value). */

@@ -186,12 +186,15 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
       // The value's ancestors on path segment boundaries, looked up by equality in the value index.
       if (f.modifier === 'above') return `${x}.value = ANY(${b.p(uriAncestors(v.value), 'text[]')})`;
       return `${x}.value = ${b.p(v.value)}`;
-    case 'codes':
+    case 'codes': {
       // One probe of the value index per (system, code) pair of the resolved value set or hierarchy.
-      return (
+      const pairs =
         `(${x}.value, ${x}.system) IN (SELECT u.c, u.s FROM unnest(${b.p(v.codes, 'text[]')}, ` +
-        `${b.p(v.systems, 'text[]')}) AS u(c, s))`
-      );
+        `${b.p(v.systems, 'text[]')}) AS u(c, s))`;
+      // A `code` element's value has no system of its own: the code decides.
+      if (!v.codeOnly) return pairs;
+      return `(${pairs} OR (${x}.system IS NULL AND ${x}.value = ANY(${b.p(v.codes, 'text[]')})))`;
+    }
     case 'of-type':
       return (
         `(${x}.value = ${b.p(v.value)} AND ${x}.type_code = ${b.p(v.typeCode)} ` +

@@ -3,8 +3,10 @@
 // (system, code) pairs they stand for, so that both parse.ts and sql.ts stay pure.
 // https://hl7.org/fhir/R4/search.html#token
 import type { At, Terminology } from '../conformance/model.js';
+import { getElement } from '../definitions/index.js';
 import { FhirError } from '../outcome.js';
 import { indexKey } from './normalise.js';
+import { getSearchParam, splitUnion } from './registry.js';
 import type { FilterValue, SearchFilter, SearchRequest } from './request.js';
 
 /**
@@ -86,23 +88,35 @@ async function resolveValue(
   for (const code of codes) into.add(v.system, code);
 }
 
+/** Whether every path of a parameter's expression is a plain element path ending on a `code` element. */
+function readsCodeElements(resourceType: string, code: string): boolean {
+  const expression = getSearchParam(resourceType, code)?.expression;
+  if (!expression) return false;
+  return splitUnion(expression).every(
+    (path) =>
+      /^[A-Z][A-Za-z]*(\.[a-z][A-Za-z]*)+$/.test(path) &&
+      getElement(path)?.types.every((t) => t === 'code') === true,
+  );
+}
+
 /** What resolving one search has used so far: codes over every filter. */
 interface Budget {
   codes: number;
 }
 
 async function resolveFilter(
+  resourceType: string,
   f: SearchFilter,
   terminology: Terminology,
   at: At,
   budget: Budget,
 ): Promise<SearchFilter> {
   if (f.chain) {
-    const filter = await resolveFilter(f.chain.filter, terminology, at, budget);
+    const filter = await resolveFilter(f.chain.targetType, f.chain.filter, terminology, at, budget);
     return { ...f, chain: { ...f.chain, filter } };
   }
   if (f.has) {
-    const filter = await resolveFilter(f.has.filter, terminology, at, budget);
+    const filter = await resolveFilter(f.has.sourceType, f.has.filter, terminology, at, budget);
     return { ...f, has: { ...f.has, filter } };
   }
   if (!f.values.some((v) => v.kind === 'value-set' || v.kind === 'hierarchy')) return f;
@@ -113,7 +127,13 @@ async function resolveFilter(
       throw tooMany('the value sets and hierarchies of this search', budget.codes + pairs.size);
   }
   budget.codes += pairs.size;
-  return { ...f, values: [{ kind: 'codes', systems: pairs.systems, codes: pairs.codes }] };
+  const codeOnly = readsCodeElements(resourceType, f.code);
+  return {
+    ...f,
+    values: [
+      { kind: 'codes', systems: pairs.systems, codes: pairs.codes, ...(codeOnly ? { codeOnly } : {}) },
+    ],
+  };
 }
 
 /** True when a request has values only terminology can resolve (anywhere in its chains). */
@@ -148,6 +168,7 @@ export async function resolveTerminology(
   }
   const filters: SearchFilter[] = [];
   const budget: Budget = { codes: 0 };
-  for (const f of req.filters) filters.push(await resolveFilter(f, terminology, at, budget));
+  for (const f of req.filters)
+    filters.push(await resolveFilter(req.resourceType, f, terminology, at, budget));
   return { ...req, filters };
 }
