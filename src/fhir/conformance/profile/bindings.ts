@@ -94,14 +94,14 @@ export async function checkBindings(
         await noCoding(terminology, at, b, issues, unexpandable);
       continue;
     }
-    const results = await Promise.all(
-      codings.map((c) => {
-        const key = `${b.valueSet}\n${c.system ?? ''}\n${c.version ?? ''}\n${c.code ?? ''}`;
-        let p = asked.get(key);
-        if (!p) asked.set(key, (p = terminology.validateCode(at, b.valueSet, c).catch(() => undefined)));
-        return p;
-      }),
-    );
+    // One after another: `at.db` may be a write's transaction, a single connection that takes one query at a time.
+    const results: Awaited<ReturnType<Terminology['validateCode']>>[] = [];
+    for (const c of codings) {
+      const key = `${b.valueSet}\n${c.system ?? ''}\n${c.version ?? ''}\n${c.code ?? ''}`;
+      let p = asked.get(key);
+      if (!p) asked.set(key, (p = terminology.validateCode(at, b.valueSet, c).catch(() => undefined)));
+      results.push(await p);
+    }
     if (results.some((r) => r?.result === true)) continue;
     if (results.some((r) => r === undefined)) {
       if (b.strength === 'required' && !unexpandable.has(b.valueSet)) {

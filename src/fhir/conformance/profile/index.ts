@@ -93,7 +93,9 @@ export function createProfileValidator(deps: {
       const room = Math.max(0, MAX_CANONICALS - loaded.size);
       for (const c of todo.slice(room)) loaded.set(c, null);
       todo = todo.slice(0, room);
-      const found = await Promise.all(todo.map((c) => load(at, c)));
+      // One after another: `at.db` may be a write's transaction, a single connection that takes one query at a time.
+      const found: Awaited<ReturnType<typeof load>>[] = [];
+      for (const c of todo) found.push(await load(at, c));
       todo.forEach((c, i) => {
         const p = found[i];
         loaded.set(c, p && !(p instanceof ProfileCompileError) ? p : null);
