@@ -28,6 +28,8 @@ import { createRetentionSweeper } from './jobs/retention.js';
 import { contextLogger } from './http/plugins/request-log.js';
 import { defaultKinds } from './jobs/kinds/index.js';
 import { createSubscriptionEngine } from './fhir/subscriptions/engine.js';
+import { createSharedSet } from './fhir/conformance/shared-set.js';
+import { createSearchParamRegistry } from './fhir/search/custom-registry.js';
 import { createCsvRuntime } from './fhir/csv/runtime.js';
 
 /** The embedded database of `dataDir`: PostgreSQL binaries by default, PGlite when configured (or moved from). */
@@ -233,8 +235,11 @@ async function main(): Promise<void> {
     // A delivery's lease is a job's: a deliverer that died gives its subscriptions back after jobLeaseSeconds.
     delivery: { leaseMs: config.jobLeaseSeconds * 1000 },
   });
+  // One shared conformance set for the app and the jobs (a reindex writes the shared search parameters' rows).
+  const sharedConformance = createSharedSet({ packages: config.packages });
   const app = await buildApp({
     subscriptions,
+    sharedConformance,
     csv,
     config,
     db: requestDb,
@@ -246,7 +251,14 @@ async function main(): Promise<void> {
     logger: log as unknown as FastifyBaseLogger,
   });
   const runner = createJobRunner({
-    env: { db, files, fhirBase, clock: () => new Date(), newId: randomUUID },
+    env: {
+      db,
+      files,
+      fhirBase,
+      clock: () => new Date(),
+      newId: randomUUID,
+      searchParams: createSearchParamRegistry({ signals, shared: sharedConformance, log }),
+    },
     signals,
     kinds: defaultKinds({
       export: {

@@ -22,6 +22,8 @@ import {
 } from '../../src/fhir/subscriptions/engine.js';
 import type { LargeBodyLimits } from '../../src/http/plugins/large-bodies.js';
 import type { SharedSet } from '../../src/fhir/conformance/model.js';
+import { createSharedSet } from '../../src/fhir/conformance/shared-set.js';
+import { createSearchParamRegistry } from '../../src/fhir/search/custom-registry.js';
 import type { SocketHub, SocketLimits } from '../../src/fhir/subscriptions/socket-hub.js';
 import type { WsLimits } from '../../src/http/routes/subscription-ws.js';
 
@@ -145,7 +147,17 @@ export async function startTestApp(
   if (extras.jobs) {
     const { exportPageSize, ...runnerOpts } = extras.jobs;
     runner = createJobRunner({
-      env: { db, files, fhirBase: `${config.baseUrl}fhir/R4`, clock, newId: randomUUID },
+      env: {
+        db,
+        files,
+        fhirBase: `${config.baseUrl}fhir/R4`,
+        clock,
+        newId: randomUUID,
+        searchParams: createSearchParamRegistry({
+          signals,
+          shared: extras.sharedConformance ?? createSharedSet({ packages: config.packages }),
+        }),
+      },
       signals,
       // Small pages, one per step: jobs stay running long enough for tests to act on them.
       kinds: defaultKinds({

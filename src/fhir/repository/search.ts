@@ -6,7 +6,7 @@ import { RawJson, type FhirResult } from '../result.js';
 import { applyElements } from '../search/elements.js';
 import { applySummary } from '../search/summary.js';
 import { executeSearch } from '../search/execute.js';
-import { parseSearchRequest } from '../search/parse.js';
+import { parseProjectSearch } from './custom-index.js';
 import type { SearchFilter, SearchRequest } from '../search/request.js';
 import type { RepoContext } from './context.js';
 
@@ -48,7 +48,7 @@ export async function searchResources(
   opts: { compartment?: SearchRequest['compartment']; lenient?: boolean } = {},
 ): Promise<FhirResult> {
   const scope = searchScope(ctx.actor, ctx.author, resourceType, ctx.scope);
-  const req = parseSearchRequest(resourceType, query, { lenient: opts.lenient === true });
+  const req = await parseProjectSearch(db, ctx, resourceType, query, { lenient: opts.lenient === true });
   if (opts.compartment) req.compartment = opts.compartment;
   assertChainsReadable(ctx.actor, chainedTypes(req));
   const result = await executeSearch(db, req, scope);

@@ -12,6 +12,7 @@ import { storeSecrets } from './secrets.js';
 import { assertWriteReach, inReach } from './reach.js';
 import { selectCurrent, writeVersion, type StoredRow } from './store.js';
 import { checkWriteRules } from './write-rules.js';
+import { prepareCustomIndex } from './custom-index.js';
 import { writeChange } from '../subscriptions/outbox.js';
 
 /** Parses `W/"3"` or `"3"` or `3`; a malformed If-Match is a 400. */
@@ -59,6 +60,7 @@ export async function writeNextVersion(
     row.deleted ? 'create' : 'update',
   );
   await checkWriteRules(tx, ctx, [prepared]);
+  await prepareCustomIndex(tx, ctx, [prepared]);
   await storeBinaryContent(ctx, [prepared]);
   const change = writeChange(
     row.deleted ? 'create' : 'update',
