@@ -96,14 +96,17 @@ describe.each(testDatabases())('project SearchParameters on $name', (database) =
     expect(res.statusCode, res.body).toBe(400);
     expect(res.json().issue[0].details.text).toContain(`Unknown search parameter '${code}'`);
   };
-  /** The reindex AsyncJob a SearchParameter's write started (AsyncJob.request names it). */
+  /** The reindex AsyncJob the latest write of a SearchParameter started (AsyncJob.request names it). */
   const jobOf = async (token: string, spId: string): Promise<string> => {
     const res = await t.request({ method: 'GET', url: `${t.fhir}/AsyncJob?_count=1000`, token });
     expect(res.statusCode, res.body).toBe(200);
-    const jobs = ((res.json().entry ?? []) as { resource: { id: string; request: string } }[]).map(
-      (e) => e.resource,
-    );
-    const job = jobs.find((j) => j.request === `http://cinder.test/fhir/R4/SearchParameter/${spId}`);
+    const jobs = (
+      (res.json().entry ?? []) as { resource: { id: string; request: string; requestTime: string } }[]
+    )
+      .map((e) => e.resource)
+      .filter((j) => j.request === `http://cinder.test/fhir/R4/SearchParameter/${spId}`)
+      .sort((a, b) => a.requestTime.localeCompare(b.requestTime));
+    const job = jobs[jobs.length - 1];
     expect(job, JSON.stringify(jobs)).toBeDefined();
     return (job as { id: string }).id;
   };
