@@ -288,6 +288,49 @@ describe.each(testDatabases())('project SearchParameters on $name', (database) =
     expect(draft.statusCode, draft.body).toBe(201);
   });
 
+  it("a reference parameter chains and includes; a super administrator's $reindex keeps custom rows", async () => {
+    const gp = await create(p.adminToken, { resourceType: 'Practitioner', name: [{ family: 'Welby' }] });
+    const pat = await create(p.adminToken, {
+      resourceType: 'Patient',
+      generalPractitioner: [{ reference: `Practitioner/${gp}` }],
+    });
+    await create(p.adminToken, {
+      resourceType: 'SearchParameter',
+      url: 'http://example.org/fhir/SearchParameter/patient-doctor',
+      name: 'doctor',
+      status: 'active',
+      description: 'The general practitioner',
+      code: 'doctor',
+      base: ['Patient'],
+      type: 'reference',
+      target: ['Practitioner'],
+      expression: 'Patient.generalPractitioner',
+    });
+    const later = await create(p.adminToken, {
+      resourceType: 'Patient',
+      generalPractitioner: [{ reference: `Practitioner/${gp}` }],
+    });
+    expect(await ids(p.adminToken, `doctor=Practitioner/${gp}`)).toContain(later);
+    expect(await ids(p.adminToken, 'doctor.name=Welby')).toContain(later);
+    const inc = await search(p.adminToken, `doctor=${gp}&_include=Patient:doctor`);
+    expect(inc.statusCode, inc.body).toBe(200);
+    const entries = inc.json().entry as { resource: { resourceType: string; id: string } }[];
+    expect(entries.some((e) => e.resource.resourceType === 'Practitioner' && e.resource.id === gp)).toBe(
+      true,
+    );
+    // The whole server's reindex (super administrators) rebuilds every row, the projects' parameters' included.
+    const reindex = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/$reindex?_type=Patient`,
+      token: t.adminToken,
+      headers: { prefer: 'respond-async' },
+    });
+    expect(reindex.statusCode, reindex.body).toBe(202);
+    const jobId = /AsyncJob\/(.+)$/.exec(String(reindex.headers['content-location']))?.[1] as string;
+    expect((await waitForJob(t, jobId, t.adminToken)).status).toBe('completed');
+    expect(await ids(p.adminToken, `doctor=Practitioner/${gp}`)).toEqual([pat, later].sort());
+  });
+
   it('a Subscription cannot use a project parameter (400 at save, naming it)', async () => {
     const res = await postResource(t, p.adminToken, {
       resourceType: 'Subscription',
