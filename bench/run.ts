@@ -6,7 +6,10 @@
 // On PostgreSQL it then times bulk $export of 100,000 Patients and cancel-to-stop (bench/export.ts; BENCH_EXPORT=0 skips),
 // and CSV: `$csv` of 1000 Patients with 2 connections, and the CSV bulk export (bench/csv.ts; BENCH_CSV=0 skips),
 // and subscriptions: create req/s with 100 subscriptions that do not match, notifications/s and latency with 100 that
-// do (bench/subscriptions.ts; BENCH_SUBSCRIPTIONS=0 skips).
+// do (bench/subscriptions.ts; BENCH_SUBSCRIPTIONS=0 skips), terminology: $expand of a stored 10,000-concept value
+// set, first and repeated, and $validate-code (bench/terminology.ts; BENCH_TERMINOLOGY=0 skips), and profile
+// validation: US Core in process and a 100-patient transaction through HTTP with and without meta.profile
+// (bench/validation.ts; BENCH_VALIDATION=0 skips).
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -20,6 +23,8 @@ import { benchCsvExport, benchCsvRequests } from './csv.js';
 import { benchExport } from './export.js';
 import { benchViewExport } from './views.js';
 import { benchSubscriptions } from './subscriptions.js';
+import { benchTerminology } from './terminology.js';
+import { benchValidation } from './validation.js';
 import { login, startServer, type RunningServer } from './server.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -325,6 +330,7 @@ async function main(): Promise<void> {
         if (process.env.BENCH_VIEWS !== '0')
           await benchViewExport(server, await login(server.base), RUNS, notes);
         if (process.env.BENCH_SUBSCRIPTIONS !== '0') await benchSubscriptions(RUNS, DURATION, notes);
+        if (process.env.BENCH_TERMINOLOGY !== '0') await benchTerminology(RUNS, notes);
       } finally {
         await server.stop();
       }
@@ -349,6 +355,7 @@ async function main(): Promise<void> {
   );
   console.table(memory);
   for (const n of notes) console.log(`- ${n}`);
+  if (process.env.BENCH_VALIDATION !== '0') await benchValidation();
 }
 
 main().catch((err: unknown) => {

@@ -36,7 +36,7 @@ import { createSubscriptionEngine, type SubscriptionEngine } from './fhir/subscr
 import { createBindingTokens, websocketUrl } from './fhir/subscriptions/binding-token.js';
 import type { SocketHub } from './fhir/subscriptions/socket-hub.js';
 import { createConformance } from './fhir/conformance/index.js';
-import type { SharedSet } from './fhir/conformance/model.js';
+import type { SharedSet, Terminology } from './fhir/conformance/model.js';
 import { createSharedSet } from './fhir/conformance/shared-set.js';
 import { createSearchParamRegistry } from './fhir/search/custom-registry.js';
 import { JOBS_CHANNEL } from './jobs/queue.js';
@@ -83,6 +83,8 @@ export interface AppDeps {
   subscriptions?: SubscriptionEngine;
   /** The shared conformance set (API.md §9); default: loaded from `config.packages` (lazily, on first use). */
   sharedConformance?: SharedSet;
+  /** The terminology search and validation ask (API.md §9); default: the conformance module's. Tests give their own. */
+  terminology?: Terminology;
   /** Concurrency of requests with large bodies (http/plugins/large-bodies.ts); tests make them small. */
   largeBodies?: LargeBodyLimits;
   /**
@@ -132,10 +134,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       allowedOutboundHosts: config.allowedOutboundHosts,
       maxSubscriptionsPerProject: config.maxSubscriptionsPerProject,
     });
-  const conformance = createConformance(
+  const builtConformance = createConformance(
     db,
     deps.sharedConformance ?? createSharedSet({ packages: config.packages }),
   );
+  const conformance = deps.terminology
+    ? { ...builtConformance, terminology: deps.terminology }
+    : builtConformance;
   // Modules below HTTP log through this: inside a request, their lines carry its reqId.
   const log = deps.logger ? contextLogger(deps.logger) : undefined;
   const searchParams = createSearchParamRegistry({

@@ -28,9 +28,10 @@ import { createRetentionSweeper } from './jobs/retention.js';
 import { contextLogger } from './http/plugins/request-log.js';
 import { defaultKinds } from './jobs/kinds/index.js';
 import { createSubscriptionEngine } from './fhir/subscriptions/engine.js';
-import { createSharedSet } from './fhir/conformance/shared-set.js';
 import { createSearchParamRegistry } from './fhir/search/custom-registry.js';
 import { createCsvRuntime } from './fhir/csv/runtime.js';
+import type { SharedSet } from './fhir/conformance/model.js';
+import { createSharedSet } from './fhir/conformance/shared-set.js';
 
 /** The embedded database of `dataDir`: PostgreSQL binaries by default, PGlite when configured (or moved from). */
 async function openEmbedded(config: Config, log: Logger): Promise<{ db: Db; requestDb: Db }> {
@@ -160,6 +161,15 @@ async function main(): Promise<void> {
     }
     throw err;
   }
+  // The configured packages are checked before anything opens (a bad name stops start-up, naming it); their
+  // resources are read on first use (API.md §9).
+  let sharedConformance: SharedSet;
+  try {
+    sharedConformance = createSharedSet({ packages: config.packages });
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n`);
+    process.exit(1);
+  }
   const log: Logger = pino({ level: config.logLevel, base: { service: 'cinder' } });
   // Last resort: failures are handled where they happen (a worker's in the FHIRPath pool fails only its own request,
   // issue 25), so nothing a request does should get here. An exception nothing caught leaves the process in an
@@ -235,8 +245,6 @@ async function main(): Promise<void> {
     // A delivery's lease is a job's: a deliverer that died gives its subscriptions back after jobLeaseSeconds.
     delivery: { leaseMs: config.jobLeaseSeconds * 1000 },
   });
-  // One shared conformance set for the app and the jobs (a reindex writes the shared search parameters' rows).
-  const sharedConformance = createSharedSet({ packages: config.packages });
   const app = await buildApp({
     subscriptions,
     sharedConformance,

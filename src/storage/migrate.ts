@@ -17,6 +17,7 @@ import * as m013 from './migrations/013-authorize-requests.js';
 import * as m014 from './migrations/014-upstream-sign-in.js';
 import * as m015 from './migrations/015-token-statistics.js';
 import * as m016 from './migrations/016-subscriptions.js';
+import * as m017 from './migrations/017-identifier-index.js';
 
 export interface Migration {
   version: number;
@@ -41,6 +42,7 @@ export const MIGRATIONS: readonly Migration[] = [
   m014,
   m015,
   m016,
+  m017,
 ];
 
 const LOCK_KEY = 72_410_001;

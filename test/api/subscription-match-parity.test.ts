@@ -9,6 +9,7 @@ import { compileCriteria } from '../../src/fhir/subscriptions/match-search.js';
 import type { Resource } from '../../src/fhir/types.js';
 import { testDatabases } from '../support/db.js';
 import { useProjectApp } from '../support/app.js';
+import { emptySharedSet } from '../../src/fhir/conformance/shared-set.js';
 
 const LOINC = 'http://loinc.org';
 const UCUM = 'http://unitsofmeasure.org';
@@ -260,7 +261,8 @@ function searchPath(criteria: string): string {
 }
 
 describe.each(testDatabases())('subscription matching = search on $name', (database) => {
-  const ctx = useProjectApp(database);
+  // Parity concerns the project's own resources: no shared conformance resources join its ValueSet searches.
+  const ctx = useProjectApp(database, {}, { sharedConformance: emptySharedSet() });
   const ids: Record<string, string[]> = {};
   const resources: Resource[] = [];
   const ref = (kind: string, n: number): string => ids[kind]?.[n] as string;

@@ -21,7 +21,7 @@ import {
   type SubscriptionEngine,
 } from '../../src/fhir/subscriptions/engine.js';
 import type { LargeBodyLimits } from '../../src/http/plugins/large-bodies.js';
-import type { SharedSet } from '../../src/fhir/conformance/model.js';
+import type { SharedSet, Terminology } from '../../src/fhir/conformance/model.js';
 import { createSharedSet } from '../../src/fhir/conformance/shared-set.js';
 import { createSearchParamRegistry } from '../../src/fhir/search/custom-registry.js';
 import type { SocketHub, SocketLimits } from '../../src/fhir/subscriptions/socket-hub.js';
@@ -77,6 +77,8 @@ export interface TestAppExtras {
   subscriptionSockets?: SocketHub;
   /** The shared conformance set (API.md §9; default: the one `config.packages` names). */
   sharedConformance?: SharedSet;
+  /** A Terminology in place of the conformance module's (search modifier tests). */
+  terminology?: Terminology;
   /** The subscription hub's limits (default: the server's). */
   socketLimits?: Partial<SocketLimits>;
   /** Websocket limits (default: the server's). */
@@ -125,9 +127,12 @@ export async function startTestApp(
     ...(extras.socketLimits ? { socketLimits: extras.socketLimits } : {}),
   });
   if (extras.deliver) subscriptions.deliverer.start();
+  // One shared set for the app and the job runner (a reindex writes the shared search parameters' rows).
+  const sharedConformance = extras.sharedConformance ?? createSharedSet({ packages: config.packages });
   const app = await buildApp({
     subscriptions,
-    ...(extras.sharedConformance ? { sharedConformance: extras.sharedConformance } : {}),
+    sharedConformance,
+    ...(extras.terminology ? { terminology: extras.terminology } : {}),
     config,
     db,
     keys,
@@ -155,7 +160,7 @@ export async function startTestApp(
         newId: randomUUID,
         searchParams: createSearchParamRegistry({
           signals,
-          shared: extras.sharedConformance ?? createSharedSet({ packages: config.packages }),
+          shared: sharedConformance,
         }),
       },
       signals,
@@ -265,10 +270,11 @@ export async function startTestApp(
 export function useProjectApp(
   database: TestDatabase,
   overrides: Partial<ConfigInput> = {},
+  extras: TestAppExtras = {},
 ): { t: TestApp; token: string } {
   const ctx = {} as { t: TestApp; token: string };
   beforeAll(async () => {
-    ctx.t = await startTestApp(database, overrides);
+    ctx.t = await startTestApp(database, overrides, extras);
     ctx.token = (await ctx.t.newProject()).adminToken;
   });
   afterAll(async () => ctx.t?.close());

@@ -1,9 +1,13 @@
 // Every official HL7 R4 example (hl7.fhir.r4.examples@4.0.1, CC0) is accepted by update (PUT with its own id)
-// and reads back equal apart from meta. Examples that break the R4 rules themselves are listed with a reason.
+// and reads back equal apart from meta. Examples that break the R4 rules themselves are listed with a reason. The
+// examples that are the R4 base definitions themselves (a shared conformance resource's type and id) are refused
+// with 403, as every write to a shared resource (API.md §9).
 // The examples are split into shards, one test file each, so that the test runner's workers share them.
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isConformanceType } from '../../src/fhir/conformance/model.js';
+import { createSharedSet } from '../../src/fhir/conformance/shared-set.js';
 import { isResourceType } from '../../src/fhir/definitions/index.js';
 import { testDatabases } from './db.js';
 import { startTestApp, type TestApp } from './app.js';
@@ -53,6 +57,11 @@ export function describeExamples(shard: number, shards: number): void {
       const all = loadExamples();
       const examples = all.filter((_, i) => i % shards === shard);
       const known = new Set(examples.map((x) => x.file));
+      const shared = createSharedSet({ packages: [] });
+      const isShared = (r: Record<string, unknown>): boolean => {
+        const type = r.resourceType as string;
+        return isConformanceType(type) && shared.entryById(type, r.id as string) !== undefined;
+      };
       beforeAll(async () => {
         t = await startTestApp(database);
       });
@@ -64,10 +73,16 @@ export function describeExamples(shard: number, shards: number): void {
         expect(Object.keys(KNOWN_BAD_EXAMPLES).filter((f) => !files.has(f))).toEqual([]);
         const rejected: string[] = [];
         const mismatched: string[] = [];
+        const refusedShared: string[] = [];
         // Examples share ids across files only for different types; PUT keeps the example's own id.
         await pool(examples, 8, async ({ file, resource }) => {
           const url = `${t.fhir}/${resource.resourceType as string}/${resource.id as string}`;
           const put = await t.request({ method: 'PUT', url, token: t.adminToken, payload: resource });
+          if (isShared(resource)) {
+            if (put.statusCode === 403 && put.body.includes('"forbidden"')) refusedShared.push(file);
+            else rejected.push(file);
+            return;
+          }
           if (put.statusCode !== 201 && put.statusCode !== 200) {
             rejected.push(file);
             if (!KNOWN_BAD_EXAMPLES[file]) console.log(file, put.statusCode, put.body.slice(0, 400));
@@ -97,6 +112,8 @@ export function describeExamples(shard: number, shards: number): void {
           }
         });
         expect(mismatched).toEqual([]);
+        expect(refusedShared.length).toBe(examples.filter((x) => isShared(x.resource)).length);
+        expect(refusedShared.length).toBeGreaterThan(100);
         expect(rejected.sort()).toEqual(
           Object.keys(KNOWN_BAD_EXAMPLES)
             .filter((f) => known.has(f))

@@ -51,6 +51,12 @@ export interface At {
 /** Canonical resolution: the caller's project first, then the shared set (API.md §9). */
 export interface ConformanceResolver {
   resolve(at: At, type: ConformanceType, canonical: string): Promise<Resource | undefined>;
+  /**
+   * A short text that changes whenever what `resolve(at, type, canonical)` answers may have changed (equal stamps:
+   * equal answers, "nothing" included), found without reading any resource's content. Optional: caches (terminology)
+   * use it to check that what they compiled is still current.
+   */
+  stamp?(at: At, type: ConformanceType, canonical: string): Promise<string>;
 }
 
 export interface Coding {
@@ -65,6 +71,8 @@ export interface ExpansionContains {
   version?: string;
   code: string;
   display?: string;
+  /** Not for current use (the concept's `inactive` property, or `status` retired). */
+  inactive?: boolean;
 }
 
 export interface Expansion {
@@ -79,6 +87,8 @@ export interface ExpandOptions {
   filter?: string;
   offset?: number;
   count?: number;
+  /** Leave out inactive codes ($expand `activeOnly`). */
+  activeOnly?: boolean;
 }
 
 export interface ValidateCodeResult {
@@ -95,8 +105,11 @@ export interface Terminology {
    * FhirError `too-costly` (422) when it has more codes than may be expanded: never a partial answer.
    */
   expand(at: At, valueSet: string | Resource, options?: ExpandOptions): Promise<Expansion | undefined>;
-  /** Whether a coding is in a value set; undefined when the value set is unknown or cannot be expanded. */
-  validateCode(at: At, valueSet: string, coding: Coding): Promise<ValidateCodeResult | undefined>;
+  /**
+   * Whether a coding is in a value set (a canonical, or a ValueSet resource given inline); undefined when the value
+   * set is unknown or cannot be expanded.
+   */
+  validateCode(at: At, valueSet: string | Resource, coding: Coding): Promise<ValidateCodeResult | undefined>;
   /** The codes at or below `code` (is-a, including it); undefined when the code system or the code is unknown. */
   below(at: At, system: string, code: string): Promise<string[] | undefined>;
   /** The codes at or above `code` (including it); undefined when the code system or the code is unknown. */

@@ -1,12 +1,16 @@
 // $validate (https://hl7.org/fhir/R4/operation-resource-validate.html, issue 14 point 2): POST {fhir}/<Type>/$validate
 // and {fhir}/<Type>/<id>/$validate, with the resource as the body or a Parameters body (`resource`, `mode`
 // create | update | delete, `profile`). Answers 200 with an OperationOutcome listing every issue with its
-// `expression` (one informational issue when there is none); nothing is stored. Only the base profiles are known.
+// `expression` (one informational issue when there is none); nothing is stored. Profiles (API.md §9): the resource's
+// `meta.profile` entries (unknown: a warning) and the `profile` parameter (unknown: an error `not-found`), resolved in
+// the caller's project then the shared set; the base profile of the type is always known.
 import { assertWrite } from '../access.js';
 import { isResourceType } from '../definitions/index.js';
+import type { At } from '../conformance/model.js';
 import { FhirError, type OperationOutcomeIssue } from '../outcome.js';
 import { readVisibleRow } from '../repository/read.js';
 import type { FhirResult } from '../result.js';
+import type { Resource } from '../types.js';
 import { tooDeepElement, MAX_RESOURCE_DEPTH } from '../validation/depth.js';
 import { validateResource } from '../validation/validate.js';
 import type { OperationDefinition, OperationEnv, OperationInput } from './operation.js';
@@ -15,6 +19,8 @@ import { parametersOf } from './parameters-body.js';
 const MODES = ['create', 'update', 'delete'] as const;
 type Mode = (typeof MODES)[number];
 const BASE_PROFILE = 'http://hl7.org/fhir/StructureDefinition/';
+/** meta.profile entries checked at most (a resource naming thousands would otherwise cost as many walks). */
+const MAX_PROFILES = 20;
 
 const error = (
   code: OperationOutcomeIssue['code'],
@@ -72,6 +78,26 @@ function readInput(body: unknown, query: Record<string, string | string[]>): Val
   return out;
 }
 
+const atOf = (i: OperationInput): At => ({ projectId: i.ctx.actor.projectId });
+
+/** The resource's issues against the `profile` parameter (explicit) and its meta.profile entries. */
+async function profileIssues(
+  env: OperationEnv,
+  i: OperationInput,
+  resource: Resource,
+  explicit: string | undefined,
+): Promise<OperationOutcomeIssue[]> {
+  const declared = (resource.meta as { profile?: unknown } | undefined)?.profile;
+  const profiles = [
+    ...(explicit !== undefined ? [{ canonical: explicit, explicit: true }] : []),
+    ...(Array.isArray(declared) ? declared : [])
+      .filter((p): p is string => typeof p === 'string')
+      .slice(0, MAX_PROFILES)
+      .map((canonical) => ({ canonical, explicit: false })),
+  ];
+  return profiles.length === 0 ? [] : env.conformance.profiles.validate(atOf(i), resource, profiles);
+}
+
 async function validate(env: OperationEnv, i: OperationInput): Promise<FhirResult> {
   if (!isResourceType(i.type))
     throw new FhirError('not-found', `Unknown resource type: ${i.type.slice(0, 64)}`, 'rest.unknown-type');
@@ -118,15 +144,22 @@ async function validate(env: OperationEnv, i: OperationInput): Promise<FhirResul
     if (instance && typeof r === 'object' && r !== null && r.id !== i.id)
       issues.push(error('invalid', `The resource id must be ${i.id}, as in the URL`, `${i.type}.id`));
   }
-  if (input.profile !== undefined && input.profile !== `${BASE_PROFILE}${i.type}`)
-    issues.push({
-      severity: 'error',
-      code: 'not-supported',
-      details: {
-        text: `Unknown profile ${input.profile.slice(0, 200)}: only the base profile ${BASE_PROFILE}${i.type} is known`,
-      },
-      expression: ['profile'],
-    });
+  const r = input.resource;
+  if (
+    input.mode !== 'delete' &&
+    typeof r === 'object' &&
+    r !== null &&
+    (r as Resource).resourceType === i.type
+  )
+    issues.push(...(await profileIssues(env, i, r as Resource, input.profile)));
+  else if (input.profile !== undefined && input.profile !== `${BASE_PROFILE}${i.type}`)
+    issues.push(
+      ...(
+        await env.conformance.profiles.validate(atOf(i), { resourceType: i.type }, [
+          { canonical: input.profile, explicit: true },
+        ])
+      ).filter((x) => x.code === 'not-found'),
+    );
   return {
     status: 200,
     body: {

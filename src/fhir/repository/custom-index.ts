@@ -117,7 +117,7 @@ async function storedSearchParameters(
     const bases = new Set<string>();
     for (const params of defined) {
       for (const p of params) {
-        if (ctx.searchParams?.shared().some((s) => s.code === p.code && s.base === p.base)) {
+        if ((await ctx.searchParams?.shared())?.some((s) => s.code === p.code && s.base === p.base)) {
           throw taken(p.code, `a search parameter of ${p.base} shared by every project`, 'code-shared');
         }
         if (

@@ -6,6 +6,7 @@ import type { FhirResult } from '../result.js';
 import type { RepoContext } from './context.js';
 import { assertWriteReach } from './reach.js';
 import { readVisibleRow } from './read.js';
+import { assertNotShared, warmShared } from './shared-conformance.js';
 import { writeVersion } from './store.js';
 import { writeChange } from '../subscriptions/outbox.js';
 
@@ -17,6 +18,7 @@ export async function deleteInTx(
 ): Promise<FhirResult> {
   assertWrite(ctx.actor, resourceType, 'delete');
   const row = await readVisibleRow(tx, ctx, resourceType, id, true);
+  if (!row) await assertNotShared(ctx, resourceType, id, 'delete');
   if (!row) throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'rest.delete.not-found');
   if (row.deleted) {
     return {
@@ -44,11 +46,12 @@ export async function deleteInTx(
   };
 }
 
-export function deleteResource(
+export async function deleteResource(
   db: Db,
   ctx: RepoContext,
   resourceType: string,
   id: string,
 ): Promise<FhirResult> {
+  await warmShared(ctx, resourceType);
   return db.transaction((tx) => deleteInTx(tx, ctx, resourceType, id));
 }

@@ -11,6 +11,7 @@ import { assertDepth, MAX_RESOURCE_DEPTH, tooDeepElement } from '../validation/d
 import { binaryWithData } from './binary-content.js';
 import type { RepoContext } from './context.js';
 import { readVisibleRow } from './read.js';
+import { assertNotShared, warmShared } from './shared-conformance.js';
 import { assertVersion, writeNextVersion } from './update.js';
 
 export async function patchInTx(
@@ -36,6 +37,7 @@ export async function patchInTx(
     );
   }
   const row = await readVisibleRow(tx, ctx, resourceType, id, true);
+  if (!row) await assertNotShared(ctx, resourceType, id, 'patch');
   if (!row) throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'rest.patch.not-found');
   if (row.deleted) throw new FhirError('deleted', `Deleted: ${resourceType}/${id}`, 'rest.patch.gone');
   assertVersion(row, ifMatch);
@@ -95,7 +97,7 @@ function keepValueText(doc: unknown, op: jsonpatch.Operation): void {
   if (Object.is(holder[key], op.value)) setRawNumber(holder, key, text);
 }
 
-export function patchResource(
+export async function patchResource(
   db: Db,
   ctx: RepoContext,
   resourceType: string,
@@ -103,5 +105,6 @@ export function patchResource(
   ops: unknown,
   opts: { ifMatch?: string } = {},
 ): Promise<FhirResult> {
+  await warmShared(ctx, resourceType);
   return db.transaction((tx) => patchInTx(tx, ctx, resourceType, id, ops, opts.ifMatch));
 }

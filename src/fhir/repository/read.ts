@@ -6,6 +6,7 @@ import { RawJson, type FhirResult } from '../result.js';
 import { binaryBytes, binaryJson } from './binary-content.js';
 import { visible, type RepoContext } from './context.js';
 import { inReach, versionRowInReach } from './reach.js';
+import { sharedReadResult, sharedResource } from './shared-conformance.js';
 import { selectCurrent, selectVersion, type StoredRow } from './store.js';
 
 const notFound = (type: string, id: string): FhirError =>
@@ -83,7 +84,17 @@ export async function readResource(
   resourceType: string,
   id: string,
 ): Promise<FhirResult> {
-  return rowResult(ctx, await readLiveRow(db, ctx, resourceType, id));
+  try {
+    return await rowResult(ctx, await readLiveRow(db, ctx, resourceType, id));
+  } catch (err) {
+    // Not the caller's: a shared conformance resource with that id answers (API.md §9).
+    const shared =
+      err instanceof FhirError && err.code === 'rest.read.not-found'
+        ? await sharedResource(ctx, resourceType, id)
+        : undefined;
+    if (shared) return sharedReadResult(shared);
+    throw err;
+  }
 }
 
 export async function vreadResource(

@@ -7,8 +7,11 @@ import { applyElements } from '../search/elements.js';
 import { applySummary } from '../search/summary.js';
 import { executeSearch } from '../search/execute.js';
 import { parseProjectSearch } from './custom-index.js';
+import { resolveTerminology } from '../search/terminology.js';
 import type { SearchFilter, SearchRequest } from '../search/request.js';
 import type { RepoContext } from './context.js';
+import { isConformanceType } from '../conformance/model.js';
+import { executeWithShared, takeSharedCursor } from './search-shared.js';
 
 /** The resource types that the chains and reverse chains (`_has`) of a search read (for the access check). */
 export function chainedTypes(req: Pick<SearchRequest, 'filters'>): string[] {
@@ -39,6 +42,15 @@ function ignoredOutcome(ignored: readonly string[]): BundleEntryText {
   return { resource: JSON.stringify(outcome), search: { mode: 'outcome' } };
 }
 
+/** The `outcome` entry that tells the shared conformance resources were not searched (API.md §9). */
+function sharedOutcome(message: string): BundleEntryText {
+  const outcome = {
+    resourceType: 'OperationOutcome',
+    issue: [{ severity: 'warning', code: 'not-supported', details: { text: message } }],
+  };
+  return { resource: JSON.stringify(outcome), search: { mode: 'outcome' } };
+}
+
 export async function searchResources(
   db: Queryable,
   ctx: RepoContext,
@@ -48,10 +60,32 @@ export async function searchResources(
   opts: { compartment?: SearchRequest['compartment']; lenient?: boolean } = {},
 ): Promise<FhirResult> {
   const scope = searchScope(ctx.actor, ctx.author, resourceType, ctx.scope);
-  const req = await parseProjectSearch(db, ctx, resourceType, query, { lenient: opts.lenient === true });
-  if (opts.compartment) req.compartment = opts.compartment;
-  assertChainsReadable(ctx.actor, chainedTypes(req));
-  const result = await executeSearch(db, req, scope);
+  // A conformance type's search also returns the shared resources (API.md §9), a compartment search does not.
+  const shared =
+    ctx.conformance && isConformanceType(resourceType) && !opts.compartment
+      ? { shared: ctx.conformance.shared, type: resourceType }
+      : undefined;
+  const taken = shared ? takeSharedCursor(query) : { query };
+  const parsed = await parseProjectSearch(db, ctx, resourceType, taken.query, {
+    lenient: opts.lenient === true,
+    terminology: true,
+  });
+  if (opts.compartment) parsed.compartment = opts.compartment;
+  assertChainsReadable(ctx.actor, chainedTypes(parsed));
+  // Value sets and code systems of the caller's project first, then the shared ones (API.md §9).
+  const req = await resolveTerminology(parsed, ctx.conformance?.terminology, {
+    projectId: ctx.actor.projectId,
+    db,
+  });
+  const rawCursor = typeof query._cursor === 'string' && !taken.cursor ? query._cursor : undefined;
+  const result = shared
+    ? await executeWithShared(db, req, scope, {
+        ...shared,
+        query: taken.query,
+        ...(taken.cursor ? { cursor: taken.cursor } : {}),
+        ...(rawCursor !== undefined ? { rawCursor } : {}),
+      })
+    : await executeSearch(db, req, scope);
   // The self link names the search performed: a `_count` above the cap shows the cap, ignored parameters are not.
   const self = new URL(selfUrl);
   const asked = self.searchParams.get('_count');
@@ -69,7 +103,7 @@ export async function searchResources(
     for (const [k, v] of Object.entries(params)) u.searchParams.set(k, v);
     return u.toString();
   };
-  if (req.cursor || req.offset) link.push({ relation: 'first', url: page({}) });
+  if (req.cursor || req.offset || taken.cursor) link.push({ relation: 'first', url: page({}) });
   if (result.previousCursor) link.push({ relation: 'previous', url: page(result.previousCursor) });
   if (result.nextCursor) link.push({ relation: 'next', url: page(result.nextCursor) });
   const shape = (json: string): string =>
@@ -93,6 +127,7 @@ export async function searchResources(
     }
   }
   if (req.ignored?.length) entry.push(ignoredOutcome(req.ignored));
+  if ('warning' in result && typeof result.warning === 'string') entry.push(sharedOutcome(result.warning));
   const text = bundleToJson(
     { type: 'searchset', ...(result.total !== undefined ? { total: result.total } : {}), link, entry },
     ctx.newId(),

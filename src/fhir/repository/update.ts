@@ -13,6 +13,7 @@ import { assertWriteReach, inReach } from './reach.js';
 import { selectCurrent, writeVersion, type StoredRow } from './store.js';
 import { checkWriteRules } from './write-rules.js';
 import { prepareCustomIndex } from './custom-index.js';
+import { assertNotShared, warmShared } from './shared-conformance.js';
 import { writeChange } from '../subscriptions/outbox.js';
 
 /** Parses `W/"3"` or `"3"` or `3`; a malformed If-Match is a 400. */
@@ -100,7 +101,9 @@ export async function updateInTx(
     );
   }
   const locked = await selectCurrent(tx, resourceType, id, true);
-  if (locked && (!visible(ctx, locked.project_id) || !(await inReach(tx, ctx.scope.patient, locked)))) {
+  const own = locked && visible(ctx, locked.project_id) && (await inReach(tx, ctx.scope.patient, locked));
+  if (!own) await assertNotShared(ctx, resourceType, id, 'update');
+  if (locked && !own) {
     // The id belongs to another project: answer as if it did not exist, and create nothing.
     throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'rest.update.not-found');
   }
@@ -124,6 +127,7 @@ export async function updateResource(
   input: Resource,
   opts: { ifMatch?: string } = {},
 ): Promise<FhirResult> {
+  await warmShared(ctx, resourceType);
   // A unique violation (concurrent update-as-create, a taken externalId) is mapped by the HTTP error handler.
   return db.transaction((tx) => updateInTx(tx, ctx, resourceType, id, input, opts.ifMatch));
 }

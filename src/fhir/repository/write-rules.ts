@@ -1,9 +1,11 @@
 // Rules a version must satisfy that need the database or the network (API.md §3 membership targets, §2 outbound
 // URLs): every writer (create, update, patch, batch, transaction, invite) calls checkWriteRules just before it
-// stores prepared versions, inside its transaction when it has one. `items` are all the versions stored together,
+// stores prepared versions, inside its transaction when it has one. Versions declaring meta.profile are validated
+// against the profiles the server knows (API.md §9). `items` are all the versions stored together,
 // so a transaction that creates a profile and its membership is judged as a whole.
 import { outboundTargetRefused } from '../../auth/outbound.js';
 import type { Queryable } from '../../storage/db.js';
+import type { At } from '../conformance/model.js';
 import { FhirError } from '../outcome.js';
 import type { RepoContext } from './context.js';
 import { isValidId } from '../id.js';
@@ -19,6 +21,47 @@ export async function checkWriteRules(
   await checkOutboundUrls(ctx, items);
   if (ctx.subscriptions && items.some((it) => it.resource.resourceType === 'Subscription'))
     await ctx.subscriptions.beforeStore(db, ctx, items);
+  await checkProfiles(db, ctx, items);
+}
+
+/** meta.profile entries checked at most per resource. */
+const MAX_PROFILES = 20;
+
+/**
+ * API.md §9: a version whose meta.profile names a profile the server knows (in its project, then the shared set) and
+ * fails it is refused with 422 and every issue; an unknown profile does not block. Inside the write's transaction
+ * (`db`), so the resolver sees what it sees. Nothing is asked for a resource without meta.profile.
+ */
+async function checkProfiles(
+  db: Queryable,
+  ctx: RepoContext,
+  items: readonly PreparedWrite[],
+): Promise<void> {
+  const validator = ctx.conformance?.profiles;
+  if (!validator) return;
+  // One `At` per project for the whole write, so the validator resolves each canonical once for all its versions.
+  const ats = new Map<string, At>();
+  for (const { resource, projectId } of items) {
+    const declared = (resource.meta as { profile?: unknown } | undefined)?.profile;
+    if (!Array.isArray(declared) || declared.length === 0) continue;
+    const profiles = declared
+      .filter((p): p is string => typeof p === 'string')
+      .slice(0, MAX_PROFILES)
+      .map((canonical) => ({ canonical, explicit: false }));
+    let at = ats.get(projectId);
+    if (!at) ats.set(projectId, (at = { projectId, db }));
+    const issues = await validator.validate(at, resource, profiles);
+    const errors = issues.filter((i) => i.severity === 'error' || i.severity === 'fatal');
+    const first = errors[0];
+    if (!first) continue;
+    const more = errors.length > 1 ? ` (and ${errors.length - 1} more)` : '';
+    throw new FhirError(
+      'processing',
+      `${resource.resourceType} does not conform to its meta.profile: ${first.details?.text ?? ''}${more}`,
+      'write.profile-invalid',
+      { status: 422, issues },
+    );
+  }
 }
 
 /**

@@ -7,8 +7,16 @@ import type { Signals } from '../../storage/signals.js';
 import type { SharedSet } from '../conformance/model.js';
 import { parseJson } from '../json/parse.js';
 import type { Resource } from '../types.js';
-import { isActive, paramSet, readSearchParameter, type CustomParam, type ParamSet } from './custom-params.js';
-import { searchParamsOf } from './registry.js';
+import {
+  CUSTOM_TYPES,
+  isActive,
+  paramSet,
+  readSearchParameter,
+  type CustomParam,
+  type ParamSet,
+} from './custom-params.js';
+import { isResourceType, resourceTypes, searchParamsOf } from './registry.js';
+import { isSharedIndex } from '../conformance/shared-set.js';
 
 export const SEARCH_PARAMETERS_CHANNEL = 'search-parameters';
 const MAX_AGE_MS = 30_000;
@@ -19,31 +27,42 @@ export interface SearchParamRegistry {
   /** The custom parameters of a project (`db`: the caller's transaction when it has one). */
   forProject(db: Queryable, projectId: string): Promise<ParamSet>;
   /** The shared packages' parameters that are not built in (every project has them). */
-  shared(): readonly CustomParam[];
+  shared(): Promise<readonly CustomParam[]>;
   /** Forget what is known of a project (`*`: of all), here and on every other instance. */
   changed(projectId: string): Promise<void>;
 }
 
 type Warn = (obj: unknown, msg: string) => void;
 
-/** The shared SearchParameters that become parameters: active, indexable, not built in (by url, or by code). */
+let builtInUrls: Set<string> | undefined;
+
+/** The canonical URLs of the built-in parameters (the R4 base's among them). */
+function builtIn(): Set<string> {
+  if (builtInUrls) return builtInUrls;
+  const urls = new Set<string>();
+  for (const t of resourceTypes()) for (const p of searchParamsOf(t)) if (p.url) urls.add(p.url);
+  return (builtInUrls = urls);
+}
+
+/**
+ * The shared SearchParameters that become parameters: active, of resource types, of an indexed type, with an
+ * expression, and not built in (by url, or by code on a base).
+ */
 export function sharedParams(shared: SharedSet | undefined, warn: Warn): CustomParam[] {
   const out: CustomParam[] = [];
   for (const sp of shared?.all('SearchParameter') ?? []) {
-    if (!isActive(sp) || typeof sp.url !== 'string' || !Array.isArray(sp.base)) continue;
-    const url = sp.url;
-    const builtIn = (sp.base as unknown[]).some(
-      (b) => typeof b === 'string' && searchParamsOf(b).some((p) => p.url === url),
-    );
-    if (builtIn) continue;
+    if (!isActive(sp) || typeof sp.url !== 'string' || builtIn().has(sp.url)) continue;
+    if (typeof sp.type !== 'string' || !CUSTOM_TYPES.has(sp.type) || typeof sp.expression !== 'string')
+      continue;
+    const bases = Array.isArray(sp.base)
+      ? (sp.base as unknown[]).filter((b) => typeof b === 'string' && isResourceType(b))
+      : [];
+    if (bases.length === 0) continue;
     try {
-      out.push(
-        ...readSearchParameter(sp, false).filter(
-          (p) => !searchParamsOf(p.base).some((b) => b.code === p.code),
-        ),
-      );
+      const params = readSearchParameter({ ...sp, base: bases }, false);
+      out.push(...params.filter((p) => !searchParamsOf(p.base).some((b) => b.code === p.code)));
     } catch (err) {
-      warn({ url, err: (err as Error).message }, 'shared SearchParameter cannot be indexed; skipped');
+      warn({ url: sp.url, err: (err as Error).message }, 'shared SearchParameter cannot be indexed; skipped');
     }
   }
   return out;
@@ -88,8 +107,14 @@ export function createSearchParamRegistry(deps: {
 }): SearchParamRegistry {
   const projects = new Map<string, Promise<Entry>>();
   const warn: Warn = (obj, msg) => deps.log?.warn(obj, msg);
-  let shared: CustomParam[] | undefined;
-  const sharedList = (): CustomParam[] => (shared ??= sharedParams(deps.shared, warn));
+  let shared: Promise<CustomParam[]> | undefined;
+  // The shared set loads giving way to other work (its own ready()), once; then its parameters are read.
+  const sharedList = (): Promise<CustomParam[]> =>
+    (shared ??= (async () => {
+      const set = deps.shared;
+      if (set && isSharedIndex(set)) await set.ready();
+      return sharedParams(set, warn);
+    })());
   const forget = (projectId: string): void => {
     if (projectId === '*') projects.clear();
     else projects.delete(projectId);
@@ -100,7 +125,7 @@ export function createSearchParamRegistry(deps: {
   });
   const load = async (db: Queryable, projectId: string): Promise<Entry> => {
     const own = await loadProjectParams(db, projectId, warn);
-    return { loadedAt: Date.now(), set: paramSet([...sharedList(), ...own]) };
+    return { loadedAt: Date.now(), set: paramSet([...(await sharedList()), ...own]) };
   };
   return {
     async forProject(db, projectId) {

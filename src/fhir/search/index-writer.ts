@@ -100,6 +100,21 @@ const TABLES: Record<IndexValue['t'], Table> = {
     record: 'r bigint, t text, c text, v text',
     row: (r, t, c, v: Extract<IndexValue, { t: 'uri' }>) => ({ r, t, c, v: v.value }),
   },
+  identifier: {
+    name: 'sp_identifier',
+    columns: 'rid, resource_type, code, system, value, type_system, type_code',
+    select: 'x.r, x.t, x.c, x.s, x.v, x.ts, x.tc',
+    record: 'r bigint, t text, c text, s text, v text, ts text, tc text',
+    row: (r, t, c, v: Extract<IndexValue, { t: 'identifier' }>) => ({
+      r,
+      t,
+      c,
+      s: v.system,
+      v: v.value,
+      ts: v.typeSystem,
+      tc: v.typeCode,
+    }),
+  },
 };
 
 export const INDEX_TABLES = Object.values(TABLES).map((t) => t.name);

@@ -11,7 +11,18 @@ export type IndexValue =
   | { t: 'date'; low: number; high: number }
   | { t: 'number'; value: string }
   | { t: 'quantity'; value: string; system: string | null; code: string | null; unit: string | null }
-  | { t: 'uri'; value: string };
+  | { t: 'uri'; value: string }
+  /**
+   * An identifier (sp_identifier, migration 017): of an Identifier with one type coding (`:of-type`), or of a
+   * Reference's `identifier` (reference `:identifier`, no type).
+   */
+  | {
+      t: 'identifier';
+      system: string | null;
+      value: string;
+      typeSystem: string | null;
+      typeCode: string | null;
+    };
 
 /** Longest normalised string kept in an index (btree entries have a size limit); queries truncate alike. */
 export const MAX_NORM = 255;
@@ -260,7 +271,8 @@ function tokenValues(type: string, v: unknown, out: IndexValue[]): void {
     case 'Coding':
       return tok(o.system, o.code, o.display);
     case 'Identifier':
-      return tok(o.system, o.value, (o.type as Obj | undefined)?.text);
+      tok(o.system, o.value, (o.type as Obj | undefined)?.text);
+      return identifierTypes(o, out);
     case 'ContactPoint':
       return tok(o.system, o.value, null);
     case 'Reference':
@@ -268,6 +280,70 @@ function tokenValues(type: string, v: unknown, out: IndexValue[]): void {
       if (o.identifier) tokenValues('Identifier', o.identifier, out);
       return;
   }
+}
+
+/** One `identifier` row per type coding of an identifier with a value (`:of-type`, https://hl7.org/fhir/R4/search.html#token). */
+function identifierTypes(o: Obj, out: IndexValue[]): void {
+  const value = str(o.value);
+  const type = o.type as Obj | undefined;
+  if (!value || !type || !Array.isArray(type.coding)) return;
+  for (const c of type.coding as Obj[]) {
+    if (!c || !str(c.code)) continue;
+    out.push({
+      t: 'identifier',
+      system: str(o.system) ? indexKey(o.system as string) : null,
+      value: indexKey(value),
+      typeSystem: str(c.system) ? indexKey(c.system as string) : null,
+      typeCode: indexKey(c.code as string),
+    });
+  }
+}
+
+/** A Reference's `identifier` as an `identifier` row (reference `:identifier`, https://hl7.org/fhir/R4/search.html#reference). */
+function referenceIdentifier(o: Obj, out: IndexValue[]): void {
+  const id = o.identifier as Obj | undefined;
+  const value = id && typeof id === 'object' ? str(id.value) : undefined;
+  if (!value) return;
+  const system = str((id as Obj).system);
+  out.push({
+    t: 'identifier',
+    system: system ? indexKey(system) : null,
+    value: indexKey(value),
+    typeSystem: null,
+    typeCode: null,
+  });
+}
+
+/** Where a URI's path has a hierarchy: after `scheme://authority` (a URN has none). */
+function pathStart(uri: string): number | undefined {
+  const m = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/.exec(uri);
+  return m ? m[0].length : undefined;
+}
+
+/**
+ * The URIs that `uri:above=<value>` matches: the value and each of its prefixes that ends at a path segment boundary,
+ * with and without the `/` (`http://a.org/fhir/x` → itself, `http://a.org/fhir/`, `http://a.org/fhir`, `http://a.org/`,
+ * `http://a.org`). https://hl7.org/fhir/R4/search.html#uri
+ */
+export function uriAncestors(value: string): string[] {
+  const out = new Set([value]);
+  const start = pathStart(value);
+  if (start === undefined) return [...out];
+  for (let i = value.length - 1; i >= start; i--) {
+    if (value[i] !== '/') continue;
+    out.add(value.slice(0, i + 1));
+    out.add(value.slice(0, i));
+  }
+  return [...out];
+}
+
+/**
+ * What `uri:below=<value>` matches: the value itself (with or without a trailing `/`), and every URI that starts with
+ * the value followed by `/` (a path segment boundary: `http://a.org/fhir` is not above `http://a.org/fhirx`).
+ */
+export function uriBelow(value: string): { equal: string[]; prefix: string } {
+  const bare = value.endsWith('/') ? value.slice(0, -1) : value;
+  return { equal: bare ? [bare] : [value], prefix: `${bare}/` };
 }
 
 function quantityValues(type: string, v: unknown, out: IndexValue[]): void {
@@ -338,6 +414,7 @@ export function toIndexValues(
           r = normaliseReference(`${o.resourceType}/${o.id}`);
         }
         if (r) out.push(r);
+        if (typeof v === 'object') referenceIdentifier(o, out);
         break;
       }
       case 'date':

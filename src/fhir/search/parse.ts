@@ -76,8 +76,8 @@ const bad = (message: string, code: string): FhirError => new FhirError('invalid
 
 const MODIFIERS: Record<string, readonly string[]> = {
   string: ['exact', 'contains', 'missing'],
-  token: ['not', 'text', 'missing'],
-  reference: ['missing'],
+  token: ['not', 'text', 'missing', 'in', 'not-in', 'below', 'above', 'of-type'],
+  reference: ['missing', 'identifier'],
   date: ['missing'],
   number: ['missing'],
   quantity: ['missing'],
@@ -123,6 +123,12 @@ export interface ParseOptions {
   lenient?: boolean;
   /** Parameters beyond the built-in ones (a project's SearchParameters, search/custom-params.ts); built-ins win. */
   params?: (resourceType: string, code: string) => SearchParamInfo | undefined;
+  /**
+   * The caller resolves the token modifiers that need terminology (`:in`, `:not-in`, `:below`, `:above`) with
+   * resolveTerminology (terminology.ts) before building SQL. Without it they are a 400: a caller that cannot resolve
+   * them (conditional writes, `_typeFilter`, Subscription criteria) refuses them rather than matching wrongly.
+   */
+  terminology?: boolean;
 }
 
 /** ParseOptions.params of the parse under way: set only while parseSearchRequest runs, which is synchronous. */
@@ -205,7 +211,7 @@ function parseRequest(
     for (const value of list) {
       if (value === '') continue; // an empty value does not constrain (https://hl7.org/fhir/R4/search.html#errors)
       try {
-        req.filters.push(parseFilter(resourceType, key, value, 0));
+        req.filters.push(parseFilter(resourceType, key, value, 0, opts.terminology === true));
       } catch (err) {
         if (!opts.lenient || !(err instanceof FhirError) || err.code !== 'search.unknown-param') throw err;
         (req.ignored ??= []).push(key);
@@ -219,6 +225,9 @@ function parseRequest(
   assertWithinLimits(req);
   return req;
 }
+
+/** The modifiers whose values terminology.ts resolves into codes. */
+export const TERMINOLOGY_MODIFIERS: ReadonlySet<string> = new Set(['in', 'not-in', 'below', 'above']);
 
 const tooCostly = (what: string, found: number, limit: number): FhirError =>
   new FhirError(
@@ -329,7 +338,13 @@ function parseInclude(resourceType: string, v: string, reverse: boolean, iterate
 }
 
 /** One `key=value` filter. */
-function parseFilter(resourceType: string, key: string, value: string, depth: number): SearchFilter {
+function parseFilter(
+  resourceType: string,
+  key: string,
+  value: string,
+  depth: number,
+  terminology: boolean,
+): SearchFilter {
   const linked = key.startsWith('_has:') || key.indexOf('.') > 0;
   if (linked && depth >= SEARCH_LIMITS.chainDepth) {
     throw bad(
@@ -337,9 +352,10 @@ function parseFilter(resourceType: string, key: string, value: string, depth: nu
       'chain-depth',
     );
   }
-  if (key.startsWith('_has:')) return parseHas(resourceType, key, value, depth);
+  if (key.startsWith('_has:')) return parseHas(resourceType, key, value, depth, terminology);
   const dot = key.indexOf('.');
-  if (dot > 0) return parseChain(resourceType, key.slice(0, dot), key.slice(dot + 1), value, depth);
+  if (dot > 0)
+    return parseChain(resourceType, key.slice(0, dot), key.slice(dot + 1), value, depth, terminology);
   const colon = key.indexOf(':');
   const code = colon >= 0 ? key.slice(0, colon) : key;
   const modifier = colon >= 0 ? key.slice(colon + 1) : undefined;
@@ -371,6 +387,13 @@ function parseFilter(resourceType: string, key: string, value: string, depth: nu
       throw bad(`Unknown or unsupported modifier ':${modifier}' on parameter '${code}'`, 'bad-modifier');
     } else filter.modifier = modifier as Modifier;
   }
+  if (!terminology && param.type === 'token' && TERMINOLOGY_MODIFIERS.has(filter.modifier ?? '')) {
+    throw new FhirError(
+      'not-supported',
+      `Unsupported modifier ':${modifier}' on parameter '${code}' here: it needs terminology, which only a search resolves`,
+      'search.terminology-unavailable',
+    );
+  }
   if (filter.modifier === 'missing') {
     if (value !== 'true' && value !== 'false') {
       throw bad(`Invalid value for '${key}': expected true or false`, 'bad-missing');
@@ -399,6 +422,7 @@ function parseChain(
   rest: string,
   value: string,
   depth: number,
+  terminology: boolean,
 ): SearchFilter {
   const [code, typeModifier, extra] = head.split(':');
   const param = lookup(resourceType, code as string);
@@ -424,12 +448,18 @@ function parseChain(
     }
     targetType = candidates[0] as string;
   }
-  const filter = parseFilter(targetType, rest, value, depth + 1);
+  const filter = parseFilter(targetType, rest, value, depth + 1, terminology);
   return { code: code as string, type: 'reference', values: [], chain: { targetType, filter } };
 }
 
 /** `_has:Type:param:rest`: resources that a `Type` matching `rest` references through `param`. */
-function parseHas(resourceType: string, key: string, value: string, depth: number): SearchFilter {
+function parseHas(
+  resourceType: string,
+  key: string,
+  value: string,
+  depth: number,
+  terminology: boolean,
+): SearchFilter {
   const [, sourceType, code, ...restParts] = key.split(':');
   const rest = restParts.join(':');
   if (!sourceType || !code || !rest || !isResourceType(sourceType)) {
@@ -445,7 +475,7 @@ function parseHas(resourceType: string, key: string, value: string, depth: numbe
   if (param.targets.length > 0 && !param.targets.includes(resourceType)) {
     throw bad(`Invalid parameter '${key}': ${sourceType}.${code} cannot refer to ${resourceType}`, 'bad-has');
   }
-  const filter = parseFilter(sourceType, rest, value, depth + 1);
+  const filter = parseFilter(sourceType, rest, value, depth + 1, terminology);
   return { code, type: 'reference', values: [], has: { sourceType, code, filter } };
 }
 
@@ -495,6 +525,8 @@ function parseValue(
       return { kind: 'uri', value: indexKey(unescape(piece)) };
     case 'token': {
       if (modifier === 'text') return { kind: 'text', value: unescape(piece) };
+      if (modifier !== undefined && modifier !== 'not')
+        return parseTokenModifierValue(param, key, piece, modifier);
       const parts = splitEscaped(piece, '|', 2).map(unescape);
       if (parts.length === 1) return { kind: 'token', code: indexKey(parts[0] as string) };
       const [system, code] = parts as [string, string];
@@ -505,6 +537,7 @@ function parseValue(
       };
     }
     case 'reference':
+      if (modifier === 'identifier') return parseIdentifierValue(key, piece);
       return parseReferenceValue(param, key, unescape(piece), refType);
     case 'date':
       return parseDateValue(key, piece);
@@ -514,6 +547,76 @@ function parseValue(
     default:
       throw bad(`Search parameter '${param.code}' cannot be searched`, 'unsupported-param');
   }
+}
+
+/** Longest ValueSet canonical of `:in`/`:not-in` (a canonical is a URL, not a list of codes). */
+export const MAX_CANONICAL = 1024;
+
+/** `url` or `url|version`, the url absolute (https://hl7.org/fhir/R4/datatypes.html#canonical). */
+const CANONICAL = /^[A-Za-z][A-Za-z0-9+.-]*:[^\s|]+(\|[^\s|]+)?$/;
+
+/** The values of token `:in`, `:not-in`, `:below`, `:above` and `:of-type` (https://hl7.org/fhir/R4/search.html#token). */
+function parseTokenModifierValue(
+  param: SearchParamInfo,
+  key: string,
+  piece: string,
+  modifier: Modifier,
+): FilterValue {
+  if (modifier === 'in' || modifier === 'not-in') {
+    const canonical = unescape(piece);
+    if (canonical.length > MAX_CANONICAL || !CANONICAL.test(canonical)) {
+      throw bad(
+        `Invalid value for '${key}': expected a ValueSet canonical (url or url|version), got '${canonical.slice(0, 64)}${canonical.length > 64 ? '…' : ''}'`,
+        'bad-canonical',
+      );
+    }
+    return { kind: 'value-set', canonical };
+  }
+  if (modifier === 'below' || modifier === 'above') {
+    const [system, code, extra] = splitEscaped(piece, '|').map(unescape);
+    if (
+      !system ||
+      !code ||
+      extra !== undefined ||
+      system.length > MAX_CANONICAL ||
+      code.length > MAX_CANONICAL
+    ) {
+      throw bad(
+        `Invalid value for '${key}': expected system|code of a code system with a hierarchy`,
+        'bad-hierarchy',
+      );
+    }
+    return { kind: 'hierarchy', system, code };
+  }
+  // of-type: only identifiers have a type (https://hl7.org/fhir/R4/search.html#token).
+  if (!/\.identifier(\W|$)/.test(param.expression)) {
+    throw bad(
+      `Invalid modifier ':of-type' on '${param.code}': it is not an identifier parameter`,
+      'bad-modifier',
+    );
+  }
+  const parts = splitEscaped(piece, '|').map(unescape);
+  if (parts.length !== 3 || parts.some((x) => x === '')) {
+    throw bad(
+      `Invalid value for '${key}': expected type-system|type-code|value (three parts separated by '|')`,
+      'bad-of-type',
+    );
+  }
+  const [typeSystem, typeCode, value] = parts.map(indexKey) as [string, string, string];
+  return { kind: 'of-type', typeSystem, typeCode, value };
+}
+
+/** reference `:identifier`: `system|value`, `value`, `|value` or `system|`, as a token (search.html#reference). */
+function parseIdentifierValue(key: string, piece: string): FilterValue {
+  const parts = splitEscaped(piece, '|', 2).map(unescape);
+  if (parts.length === 1) return { kind: 'identifier', value: indexKey(parts[0] as string) };
+  const [system, value] = parts as [string, string];
+  if (system === '' && value === '') throw bad(`Missing value for '${key}'`, 'empty-value');
+  return {
+    kind: 'identifier',
+    system: indexKey(system),
+    ...(value !== '' ? { value: indexKey(value) } : {}),
+  };
 }
 
 function parseReferenceValue(param: SearchParamInfo, key: string, v: string, refType?: string): FilterValue {

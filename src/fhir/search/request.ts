@@ -32,12 +32,45 @@ export type FilterValue =
     }
   | { kind: 'uri'; value: string }
   /**
+   * token `:in` / `:not-in` before resolution: a ValueSet canonical (`url` or `url|version`), expanded by
+   * terminology.ts into a `codes` value before sql.ts sees the request.
+   */
+  | { kind: 'value-set'; canonical: string }
+  /** token `:below` / `:above` before resolution: a code of a code system with a hierarchy (terminology.ts). */
+  | { kind: 'hierarchy'; system: string; code: string }
+  /** Resolved `:in`/`:not-in`/`:below`/`:above`: any of these (system, code) pairs (parallel arrays, deduplicated). */
+  | {
+      kind: 'codes';
+      systems: string[];
+      codes: string[];
+      /**
+       * The parameter reads `code` elements only (Patient.gender): their values are indexed without a system, which
+       * their binding implies, and match by code alone.
+       */
+      codeOnly?: boolean;
+    }
+  /** token `:of-type` on an identifier: its type coding (system and code) and its value. */
+  | { kind: 'of-type'; typeSystem: string; typeCode: string; value: string }
+  /** reference `:identifier`: the Reference's identifier, token forms as `token` (system and/or value). */
+  | { kind: 'identifier'; system?: string; value?: string }
+  /**
    * composite (`code-value-quantity=http://loinc.org|8480-6$gt100`): one value per component, all met by the same
    * element; `code` is the component's index code (`code-value-quantity$1`, see extract.ts).
    */
   | { kind: 'composite'; parts: { type: SearchParamType; code: string; value: FilterValue }[] };
 
-export type Modifier = 'exact' | 'contains' | 'missing' | 'not' | 'text' | 'above' | 'below';
+export type Modifier =
+  | 'exact'
+  | 'contains'
+  | 'missing'
+  | 'not'
+  | 'text'
+  | 'above'
+  | 'below'
+  | 'in'
+  | 'not-in'
+  | 'of-type'
+  | 'identifier';
 
 export interface SearchFilter {
   /** The parameter code (`family`, `_id`, `subject`). */

@@ -1,7 +1,8 @@
 // SearchRequest → SQL, pure. Every value is a bind parameter; only table/column names chosen here appear as text.
 // Matching rules: https://hl7.org/fhir/R4/search.html (string prefix, token forms, date ranges and prefixes, ...).
 import type { AccessScope } from '../types.js';
-import { normaliseString } from './normalise.js';
+import { FhirError } from '../outcome.js';
+import { normaliseString, uriAncestors, uriBelow } from './normalise.js';
 import { patientCondition, referencedBy } from './patient-reach.js';
 import type { FilterValue, IncludeSpec, Prefix, SearchFilter, SearchRequest, SortKey } from './request.js';
 
@@ -19,6 +20,12 @@ const TABLE: Record<string, string> = {
   quantity: 'sp_quantity',
   uri: 'sp_uri',
 };
+
+/** The index table a filter reads: `:of-type` and reference `:identifier` read the identifier rows (migration 017). */
+function tableOf(f: SearchFilter): string {
+  if (f.modifier === 'of-type' || f.modifier === 'identifier') return 'sp_identifier';
+  return TABLE[f.type] as string;
+}
 
 class Builder {
   readonly values: unknown[] = [];
@@ -172,9 +179,37 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
       return `(${conds.join(' AND ')})`;
     }
     case 'uri':
-      if (f.modifier === 'below') return startsWith(b, `${x}.value`, v.value);
-      if (f.modifier === 'above') return `starts_with(${b.p(v.value)}, ${x}.value)`;
+      if (f.modifier === 'below') {
+        const { equal, prefix } = uriBelow(v.value);
+        return `(${x}.value = ANY(${b.p(equal, 'text[]')}) OR ${startsWith(b, `${x}.value`, prefix)})`;
+      }
+      // The value's ancestors on path segment boundaries, looked up by equality in the value index.
+      if (f.modifier === 'above') return `${x}.value = ANY(${b.p(uriAncestors(v.value), 'text[]')})`;
       return `${x}.value = ${b.p(v.value)}`;
+    case 'codes': {
+      // One probe of the value index per (system, code) pair of the resolved value set or hierarchy.
+      const pairs =
+        `(${x}.value, ${x}.system) IN (SELECT u.c, u.s FROM unnest(${b.p(v.codes, 'text[]')}, ` +
+        `${b.p(v.systems, 'text[]')}) AS u(c, s))`;
+      // A `code` element's value has no system of its own: the code decides.
+      if (!v.codeOnly) return pairs;
+      return `(${pairs} OR (${x}.system IS NULL AND ${x}.value = ANY(${b.p(v.codes, 'text[]')})))`;
+    }
+    case 'of-type':
+      return (
+        `(${x}.value = ${b.p(v.value)} AND ${x}.type_code = ${b.p(v.typeCode)} ` +
+        `AND ${x}.type_system = ${b.p(v.typeSystem)})`
+      );
+    case 'identifier':
+      return valueCondition(f, { kind: 'token', system: v.system, code: v.value }, x, b);
+    case 'value-set':
+    case 'hierarchy':
+      // parse.ts refuses these unless the caller resolves them first (search/terminology.ts).
+      throw new FhirError(
+        'exception',
+        `Unresolved :${f.modifier ?? ''} on '${f.code}'`,
+        'search.unresolved-terminology',
+      );
     case 'composite':
       return 'FALSE'; // answered by compositeCondition
   }
@@ -236,7 +271,7 @@ function filterCondition(
   scope: AccessScope,
 ): string {
   if (f.column) return columnCondition(f, a, b);
-  const table = TABLE[f.type] as string;
+  const table = tableOf(f);
   const x = b.alias('x');
   // Positive tests are `rid IN (uncorrelated subquery)` (planned a little faster than EXISTS); negative ones stay
   // NOT EXISTS, an anti-join that scales where NOT IN would need the whole subquery in memory.
@@ -286,7 +321,7 @@ function filterCondition(
   const test = `${x}.resource_type = ${b.p(resourceType)} AND ${x}.code = ${b.p(f.code)} AND ${or(
     f.values.map((v) => valueCondition(f, v, x, b)),
   )}`;
-  if (f.modifier === 'not')
+  if (f.modifier === 'not' || f.modifier === 'not-in')
     return `NOT EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${test})`;
   return `${a}.rid IN (SELECT ${x}.rid FROM ${table} ${x} WHERE ${test})`;
 }

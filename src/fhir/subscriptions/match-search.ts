@@ -17,7 +17,17 @@ import { atPoint, instantMs, valueTest } from './match-value.js';
 const NOT_IN_MEMORY = new Set(['_has', '_text', '_content', '_list', '_filter', '_query', '_type']);
 
 /** Search errors meaning "the search cannot do this" rather than "this is malformed": refused alike. */
-const SEARCH_UNSUPPORTED = new Set(['search.bad-modifier', 'search.unsupported-param']);
+const SEARCH_UNSUPPORTED = new Set([
+  'search.bad-modifier',
+  'search.unsupported-param',
+  'search.terminology-unavailable',
+]);
+
+/**
+ * Modifiers a match in memory does not decide: `:of-type` and reference `:identifier` read index rows the matcher
+ * does not extract (sp_identifier); `:in`, `:not-in`, token `:below`/`:above` need terminology (refused by the parser).
+ */
+const NOT_IN_MEMORY_MODIFIERS = new Set(['of-type', 'identifier', 'in', 'not-in']);
 
 /** The one refusal: `message` names the parameter. */
 const unsupported = (message: string): FhirError =>
@@ -79,6 +89,8 @@ function compileFilter(
   slotOf: (param: SearchParamInfo, composite: boolean) => number,
 ): ResourceTest {
   if (f.chain || f.has) throw cannotUse(f.code, 'chains and _has need other resources');
+  if (NOT_IN_MEMORY_MODIFIERS.has(f.modifier ?? ''))
+    throw cannotUse(`${f.code}:${f.modifier ?? ''}`, 'a subscription cannot match this modifier');
   if (f.column === 'id') {
     const ids = new Set(
       f.values.flatMap((v) => (v.kind === 'token' && v.code !== undefined ? [v.code] : [])),
@@ -110,7 +122,9 @@ function compileFilter(
   const slot = slotOf(param, false);
   if (f.missing !== undefined) {
     const missing = f.missing;
-    return (_r, values) => ((values(slot) as IndexValue[]).length === 0) === missing;
+    // As the SQL's `:missing`: rows of the parameter type's own table (identifier rows live elsewhere).
+    const type = f.type;
+    return (_r, values) => !(values(slot) as IndexValue[]).some((v) => v.t === type) === missing;
   }
   const tests = f.values.map((v) => valueTest(v, f.modifier));
   const any = (found: IndexValue[]): boolean => found.some((iv) => tests.some((test) => test(iv)));

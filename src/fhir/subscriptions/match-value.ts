@@ -1,6 +1,6 @@
 // One search value against one index value, in memory, as src/fhir/search/sql.ts compares them in SQL (valueCondition,
 // rangeCondition, pointCondition, numberCondition), so that a match answers what a search would. https://hl7.org/fhir/R4/search.html
-import { normaliseString, type IndexValue } from '../search/normalise.js';
+import { normaliseString, uriAncestors, uriBelow, type IndexValue } from '../search/normalise.js';
 import type { FilterValue, Modifier, Prefix } from '../search/request.js';
 
 /** Whether one index value (a row of the sp_* tables) meets a search value. */
@@ -149,8 +149,14 @@ function tokenTest(v: Extract<FilterValue, { kind: 'token' }>): ValueTest {
 }
 
 function uriTest(value: string, modifier: Modifier | undefined): ValueTest {
-  if (modifier === 'below') return (iv) => iv.t === 'uri' && iv.value.startsWith(value);
-  if (modifier === 'above') return (iv) => iv.t === 'uri' && value.startsWith(iv.value);
+  if (modifier === 'below') {
+    const { equal, prefix } = uriBelow(value);
+    return (iv) => iv.t === 'uri' && (equal.includes(iv.value) || iv.value.startsWith(prefix));
+  }
+  if (modifier === 'above') {
+    const ancestors = new Set(uriAncestors(value));
+    return (iv) => iv.t === 'uri' && ancestors.has(iv.value);
+  }
   return (iv) => iv.t === 'uri' && iv.value === value;
 }
 
@@ -185,5 +191,11 @@ export function valueTest(v: FilterValue, modifier: Modifier | undefined): Value
       return uriTest(v.value, modifier);
     case 'composite':
       return () => false; // matched part by part (match-search.ts), as sql.ts's compositeCondition
+    case 'value-set':
+    case 'hierarchy':
+    case 'codes':
+    case 'of-type':
+    case 'identifier':
+      return () => false; // refused when criteria are compiled (match-search.ts)
   }
 }

@@ -109,13 +109,13 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     return send(reply, r);
   };
   // The shared search parameters come from the shared set, loaded on first use: the statement is built then.
-  let built: { statement: Record<string, unknown>; text: string } | undefined;
-  const metadata = (): { statement: Record<string, unknown>; text: string } => {
-    if (built) return built;
-    const base = capabilityStatement(deps.fhirBase, deps.clock());
-    const statement = withSharedSearchParams(base, deps.searchParams?.shared() ?? []);
-    return (built = { statement, text: JSON.stringify(statement) });
-  };
+  let built: Promise<{ statement: Record<string, unknown>; text: string }> | undefined;
+  const metadata = (): Promise<{ statement: Record<string, unknown>; text: string }> =>
+    (built ??= (async () => {
+      const base = capabilityStatement(deps.fhirBase, deps.clock());
+      const statement = withSharedSearchParams(base, (await deps.searchParams?.shared()) ?? []);
+      return { statement, text: JSON.stringify(statement) };
+    })());
 
   binaryRoutes(app, {
     db: deps.db,
@@ -130,15 +130,12 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
   // varies with Authorization. A missing or invalid token gets the public statement, never a 401.
   app.get('/metadata', { config: { public: true, principalIfAny: true } }, async (req, reply) => {
     const topics = req.principal ? await activeTopicUrls(deps.db, req.principal.projectId) : [];
+    const meta = await metadata();
     const vary = reply.getHeader('vary');
     reply.header('vary', vary ? `${String(vary)}, Authorization` : 'Authorization');
     return reply
       .type('application/fhir+json; charset=utf-8')
-      .send(
-        topics.length
-          ? JSON.stringify(withSubscriptionTopics(metadata().statement, topics))
-          : metadata().text,
-      );
+      .send(topics.length ? JSON.stringify(withSubscriptionTopics(meta.statement, topics)) : meta.text);
   });
 
   app.post('/', async (req, reply) => {
