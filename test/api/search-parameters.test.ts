@@ -10,6 +10,7 @@ import type { Resource } from '../../src/fhir/types.js';
 import { testDatabases } from '../support/db.js';
 import { postResource, startTestApp, tokenRequest, type TestApp } from '../support/app.js';
 import { waitForJob } from '../support/jobs.js';
+import { localSignals } from '../../src/storage/signals.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -367,5 +368,57 @@ describe.each(testDatabases())('project SearchParameters on $name', (database) =
     expect(entry?.searchParam.some((s) => s.name === 'ethnicity')).toBe(true);
     // A project's own parameter is not in the shared statement.
     expect(entry?.searchParam.some((s) => s.name === 'nickname')).toBe(false);
+  });
+});
+
+describe.each(testDatabases())('SearchParameters on two instances on $name', (database) => {
+  let a: TestApp;
+  let b: TestApp;
+  const signals = localSignals();
+
+  beforeAll(async () => {
+    a = await startTestApp(database, {}, { signals });
+    b = await startTestApp(database, {}, { db: a.db, signals });
+  });
+  afterAll(async () => {
+    await b?.close();
+    await a?.close();
+  });
+
+  it('a parameter stored on one instance is searched and indexed at once on the other (signals)', async () => {
+    const p = await a.newProject();
+    const before = await b.request({
+      method: 'GET',
+      url: `${b.fhir}/Patient?nickname=Bobby`,
+      token: p.adminToken,
+    });
+    expect(before.statusCode).toBe(400); // b now holds the project's (empty) set
+    const sp = await postResource(a, p.adminToken, nicknameParam());
+    expect(sp.statusCode, sp.body).toBe(201);
+    const written = await postResource(b, p.adminToken, patient('Bobby'));
+    expect(written.statusCode, written.body).toBe(201);
+    const found = await b.request({
+      method: 'GET',
+      url: `${b.fhir}/Patient?nickname=Bobby`,
+      token: p.adminToken,
+    });
+    expect(found.statusCode, found.body).toBe(200);
+    expect(found.json().entry.map((e: { resource: { id: string } }) => e.resource.id)).toEqual([
+      written.json().id,
+    ]);
+    // Retired on b: unknown on a at once.
+    const retired = await b.request({
+      method: 'PUT',
+      url: `${b.fhir}/SearchParameter/${sp.json().id as string}`,
+      token: p.adminToken,
+      payload: nicknameParam({ id: sp.json().id, status: 'retired' }),
+    });
+    expect(retired.statusCode, retired.body).toBe(200);
+    const after = await a.request({
+      method: 'GET',
+      url: `${a.fhir}/Patient?nickname=Bobby`,
+      token: p.adminToken,
+    });
+    expect(after.statusCode).toBe(400);
   });
 });
