@@ -62,6 +62,13 @@ describe.each(testDatabases())('hostile SearchParameters on $name', (database) =
     expect(res.statusCode, res.body).toBe(201);
   });
 
+  it('two concurrent writes of the same code: one is stored, the other refused', async () => {
+    const results = await Promise.all(
+      [0, 1, 2].map(() => postResource(t, p.adminToken, param('racer', 'Patient.name.family'))),
+    );
+    expect(results.map((r) => r.statusCode).sort()).toEqual([201, 400, 400]);
+  });
+
   it('a project with 200 SearchParameters writes and searches; another project pays nothing for them', async () => {
     const entries = Array.from({ length: 200 }, (_, i) =>
       createEntry(param(`p${i}`, `Patient.name.given | Patient.name.where(family = 'F${i}').family`)),

@@ -1,6 +1,7 @@
 // What a write does for custom search parameters (API.md §9 "Search"), inside the write's transaction: the index
 // values of the project's (and the shared) SearchParameters beside the built-in ones, and for a stored active
 // SearchParameter the checks that need the database and the reindex AsyncJob of its project that storing it starts.
+import { createHash } from 'node:crypto';
 import type { Queryable } from '../../storage/db.js';
 import { createJob } from '../../jobs/async-job.js';
 import { FhirError } from '../outcome.js';
@@ -67,6 +68,18 @@ const taken = (code: string, where: string, ruleCode: string): FhirError =>
     },
   );
 
+/** Lock space of the advisory lock that serialises SearchParameter writes of one project (distinct from the jobs'). */
+const SEARCH_PARAMETER_LOCK_SPACE = 72_410_019;
+
+/**
+ * Serialises the SearchParameter writes of a project until the transaction ends, so that two concurrent writes cannot
+ * both find a code free, nor both find room under the limit.
+ */
+async function lockProject(tx: Queryable, projectId: string): Promise<void> {
+  const key = createHash('sha256').update(projectId).digest().readInt32BE(0);
+  await tx.query('SELECT pg_advisory_xact_lock($1::int, $2::int)', [SEARCH_PARAMETER_LOCK_SPACE, key]);
+}
+
 /** AsyncJob.request of a reindex: the SearchParameter stored, or a search for those stored together. */
 const requestOf = (fhirBase: string, ids: readonly string[]): string =>
   ids.length === 1
@@ -101,6 +114,7 @@ async function storedSearchParameters(
   for (const it of items) byProject.set(it.projectId, [...(byProject.get(it.projectId) ?? []), it]);
   for (const [projectId, list] of byProject) {
     const defined = list.map((it) => readSearchParameter(it.resource));
+    await lockProject(db, projectId);
     const others = await othersOf(
       db,
       projectId,
