@@ -38,6 +38,8 @@ import type { SocketHub } from './fhir/subscriptions/socket-hub.js';
 import { createConformance } from './fhir/conformance/index.js';
 import type { SharedSet, Terminology } from './fhir/conformance/model.js';
 import { createSharedSet } from './fhir/conformance/shared-set.js';
+import { createSearchParamRegistry } from './fhir/search/custom-registry.js';
+import { JOBS_CHANNEL } from './jobs/queue.js';
 
 /** Writes that may change who a token's login is: auth resource types, and any Bundle (it may hold them). */
 function changesPrincipals(url: string): boolean {
@@ -49,6 +51,7 @@ function changesSubscriptions(url: string): boolean {
   return writesTypes(url, SUBSCRIPTION_TYPES);
 }
 const SUBSCRIPTION_TYPES: ReadonlySet<string> = new Set(['Subscription', 'SubscriptionTopic']);
+const SEARCH_PARAMETER_TYPES: ReadonlySet<string> = new Set(['SearchParameter']);
 
 function writesTypes(url: string, types: ReadonlySet<string>): boolean {
   const m = /^\/fhir\/R4\/?([A-Za-z]*)/.exec(url);
@@ -140,6 +143,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     : builtConformance;
   // Modules below HTTP log through this: inside a request, their lines carry its reqId.
   const log = deps.logger ? contextLogger(deps.logger) : undefined;
+  const searchParams = createSearchParamRegistry({
+    signals: deps.signals,
+    shared: conformance.shared,
+    ...(log ? { log } : {}),
+  });
   registerRequestLog(app, config.requestLog);
   const sockets = deps.subscriptionSockets ?? subscriptions.hub;
   const wsUrl = websocketUrl(config.baseUrl);
@@ -184,6 +192,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     if (write && changesSubscriptions(request.url) && request.principal) {
       const actor = request.principal;
       await subscriptions.registry.changed(actor.superAdmin ? '*' : actor.projectId);
+    }
+    // A project's SearchParameters are its search parameters from the reply on (API.md §9); its reindex job waits.
+    if (write && writesTypes(request.url, SEARCH_PARAMETER_TYPES) && request.principal) {
+      const actor = request.principal;
+      await searchParams.changed(actor.superAdmin ? '*' : actor.projectId);
+      if (wrote) await deps.signals.publish(JOBS_CHANNEL, 'new').catch(() => undefined);
     }
   });
   registerErrorHandler(app);
@@ -238,6 +252,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         allowedOutboundHosts: config.allowedOutboundHosts,
         subscriptions: subscriptions.hooks,
         conformance,
+        searchParams,
         written: statistics.written,
         binaries: files,
         binaryMaxBytes: config.binaryMaxBytes,

@@ -28,6 +28,7 @@ import { createRetentionSweeper } from './jobs/retention.js';
 import { contextLogger } from './http/plugins/request-log.js';
 import { defaultKinds } from './jobs/kinds/index.js';
 import { createSubscriptionEngine } from './fhir/subscriptions/engine.js';
+import { createSearchParamRegistry } from './fhir/search/custom-registry.js';
 import { createCsvRuntime } from './fhir/csv/runtime.js';
 import type { SharedSet } from './fhir/conformance/model.js';
 import { createSharedSet } from './fhir/conformance/shared-set.js';
@@ -258,7 +259,14 @@ async function main(): Promise<void> {
     logger: log as unknown as FastifyBaseLogger,
   });
   const runner = createJobRunner({
-    env: { db, files, fhirBase, clock: () => new Date(), newId: randomUUID },
+    env: {
+      db,
+      files,
+      fhirBase,
+      clock: () => new Date(),
+      newId: randomUUID,
+      searchParams: createSearchParamRegistry({ signals, shared: sharedConformance, log }),
+    },
     signals,
     kinds: defaultKinds({
       export: {

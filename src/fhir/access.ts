@@ -108,7 +108,7 @@ const scopeWriteRefused = (resourceType: string, interaction: WriteInteraction):
   );
 
 /** Resource types that only project admins (and super administrators) may create or change. */
-const ADMIN_WRITE = new Set(['ClientApplication', 'ProjectMembership', 'AsyncJob']);
+const ADMIN_WRITE = new Set(['ClientApplication', 'ProjectMembership', 'AsyncJob', 'SearchParameter']);
 /**
  * Resource types that only project admins (and super administrators) may read. A member still reads its own
  * ProjectMembership (ownMembership), and searches AsyncJobs (the ones it started) and ProjectMemberships (its own).

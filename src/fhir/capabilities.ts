@@ -218,3 +218,31 @@ export async function activeTopicUrls(db: Queryable, projectId: string): Promise
   );
   return r.rows.map((row) => row.url);
 }
+
+/**
+ * `statement` with the shared packages' search parameters (API.md §9: every project searches with them) added to
+ * their types' `searchParam`, `definition` their canonical URL. A new object; `statement` is left as it is.
+ */
+export function withSharedSearchParams(
+  statement: Record<string, unknown>,
+  params: readonly { base: string; code: string; type: string; url: string }[],
+): Record<string, unknown> {
+  if (params.length === 0) return statement;
+  const rest = statement.rest as { resource: (CsResourceEntry & { searchParam?: unknown[] })[] }[];
+  return {
+    ...statement,
+    rest: rest.map((r) => ({
+      ...r,
+      resource: r.resource.map((entry) => {
+        const added = params.filter((p) => p.base === entry.type);
+        if (added.length === 0) return entry;
+        const extra = added.map((p) => ({
+          name: p.code,
+          type: p.type,
+          ...(p.url ? { definition: p.url } : {}),
+        }));
+        return { ...entry, searchParam: [...(entry.searchParam ?? []), ...extra] };
+      }),
+    })),
+  };
+}

@@ -4,6 +4,7 @@ import type { Db } from '../storage/db.js';
 import type { FileStore } from '../storage/files.js';
 import type { Resource } from '../fhir/types.js';
 import type { JobRow } from './queue.js';
+import type { SearchParamRegistry } from '../fhir/search/custom-registry.js';
 
 export interface JobEnv {
   db: Db;
@@ -12,6 +13,8 @@ export interface JobEnv {
   fhirBase: string;
   clock: () => Date;
   newId: () => string;
+  /** Custom search parameters (API.md §9), which a reindex writes beside the built-in ones; absent: none. */
+  searchParams?: SearchParamRegistry;
 }
 
 export interface StepResult<S> {

@@ -22,6 +22,8 @@ import {
 } from '../../src/fhir/subscriptions/engine.js';
 import type { LargeBodyLimits } from '../../src/http/plugins/large-bodies.js';
 import type { SharedSet, Terminology } from '../../src/fhir/conformance/model.js';
+import { createSharedSet } from '../../src/fhir/conformance/shared-set.js';
+import { createSearchParamRegistry } from '../../src/fhir/search/custom-registry.js';
 import type { SocketHub, SocketLimits } from '../../src/fhir/subscriptions/socket-hub.js';
 import type { WsLimits } from '../../src/http/routes/subscription-ws.js';
 
@@ -125,9 +127,11 @@ export async function startTestApp(
     ...(extras.socketLimits ? { socketLimits: extras.socketLimits } : {}),
   });
   if (extras.deliver) subscriptions.deliverer.start();
+  // One shared set for the app and the job runner (a reindex writes the shared search parameters' rows).
+  const sharedConformance = extras.sharedConformance ?? createSharedSet({ packages: config.packages });
   const app = await buildApp({
     subscriptions,
-    ...(extras.sharedConformance ? { sharedConformance: extras.sharedConformance } : {}),
+    sharedConformance,
     ...(extras.terminology ? { terminology: extras.terminology } : {}),
     config,
     db,
@@ -148,7 +152,17 @@ export async function startTestApp(
   if (extras.jobs) {
     const { exportPageSize, ...runnerOpts } = extras.jobs;
     runner = createJobRunner({
-      env: { db, files, fhirBase: `${config.baseUrl}fhir/R4`, clock, newId: randomUUID },
+      env: {
+        db,
+        files,
+        fhirBase: `${config.baseUrl}fhir/R4`,
+        clock,
+        newId: randomUUID,
+        searchParams: createSearchParamRegistry({
+          signals,
+          shared: sharedConformance,
+        }),
+      },
       signals,
       // Small pages, one per step: jobs stay running long enough for tests to act on them.
       kinds: defaultKinds({

@@ -4,6 +4,7 @@ import type { Actor } from '../access.js';
 import type { AccessScope } from '../types.js';
 import type { SubscriptionHooks } from '../subscriptions/subscription-writes.js';
 import type { Conformance } from '../conformance/model.js';
+import type { SearchParamRegistry } from '../search/custom-registry.js';
 
 export interface RepoContext {
   actor: Actor;
@@ -35,6 +36,11 @@ export interface RepoContext {
    * against it. Absent (bootstrap, jobs, tests of the repository alone): only the base definitions are checked.
    */
   conformance?: Conformance;
+  /**
+   * Custom search parameters (API.md §9 "Search": a project's SearchParameters and the shared ones): indexed on
+   * writes, searchable. Absent (bootstrap, jobs' own writes, tests of the repository alone): built-in ones only.
+   */
+  searchParams?: SearchParamRegistry;
 }
 
 export function visible(ctx: Pick<RepoContext, 'scope'>, projectId: string): boolean {

@@ -4,7 +4,6 @@ import { assertChainsReadable, assertWrite, searchScope } from '../access.js';
 import { FhirError } from '../outcome.js';
 import { RawJson, type FhirResult } from '../result.js';
 import { executeSearch } from '../search/execute.js';
-import { parseSearchRequest } from '../search/parse.js';
 import type { Resource } from '../types.js';
 import type { RepoContext } from './context.js';
 import { storeBinaryContent } from './binary-content.js';
@@ -13,6 +12,7 @@ import { chainedTypes } from './search.js';
 import { storeSecrets } from './secrets.js';
 import { insertResources } from './store.js';
 import { checkWriteRules } from './write-rules.js';
+import { needsTransaction, parseProjectSearch, prepareCustomIndex } from './custom-index.js';
 import type { Queryable } from '../../storage/db.js';
 import type { OutboxEvent } from '../subscriptions/model.js';
 import { writeChange } from '../subscriptions/outbox.js';
@@ -24,6 +24,7 @@ export async function commitCreates(
   items: readonly PreparedWrite[],
 ): Promise<void> {
   await checkWriteRules(tx, ctx, items);
+  await prepareCustomIndex(tx, ctx, items);
   await storeBinaryContent(ctx, items);
   await insertResources(tx, items, await createEvents(tx, ctx, items));
   for (const it of items) {
@@ -59,11 +60,15 @@ export async function createEvents(
  * beside the rows must be written with them (secrets; a Subscription's state), which takes a transaction.
  */
 export async function storeCreates(db: Db, ctx: RepoContext, items: readonly PreparedWrite[]): Promise<void> {
-  if (items.some((p) => p.secrets.length > 0 || p.resource.resourceType === 'Subscription')) {
+  if (
+    items.some((p) => p.secrets.length > 0 || p.resource.resourceType === 'Subscription') ||
+    needsTransaction(items)
+  ) {
     await db.transaction((tx) => commitCreates(tx, ctx, items));
     return;
   }
   await checkWriteRules(db, ctx, items);
+  await prepareCustomIndex(db, ctx, items);
   await storeBinaryContent(ctx, items);
   await insertResources(db, items, await createEvents(db, ctx, items));
 }
@@ -107,7 +112,7 @@ export async function matchCondition(
   assertWrite(ctx.actor, resourceType, interaction);
   const scope = searchScope(ctx.actor, ctx.author, resourceType, ctx.scope);
   const query = { ...parseConditionQuery(condition), _count: '2' };
-  const req = parseSearchRequest(resourceType, query);
+  const req = await parseProjectSearch(db, ctx, resourceType, query);
   assertChainsReadable(ctx.actor, chainedTypes(req));
   const result = await executeSearch(db, req, scope);
   return result.matches;

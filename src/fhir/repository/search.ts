@@ -6,7 +6,7 @@ import { RawJson, type FhirResult } from '../result.js';
 import { applyElements } from '../search/elements.js';
 import { applySummary } from '../search/summary.js';
 import { executeSearch } from '../search/execute.js';
-import { parseSearchRequest } from '../search/parse.js';
+import { parseProjectSearch } from './custom-index.js';
 import { resolveTerminology } from '../search/terminology.js';
 import type { SearchFilter, SearchRequest } from '../search/request.js';
 import type { RepoContext } from './context.js';
@@ -66,7 +66,7 @@ export async function searchResources(
       ? { shared: ctx.conformance.shared, type: resourceType }
       : undefined;
   const taken = shared ? takeSharedCursor(query) : { query };
-  const parsed = parseSearchRequest(resourceType, taken.query, {
+  const parsed = await parseProjectSearch(db, ctx, resourceType, taken.query, {
     lenient: opts.lenient === true,
     terminology: true,
   });

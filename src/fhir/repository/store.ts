@@ -3,6 +3,7 @@ import type { Queryable } from '../../storage/db.js';
 import { stringifyJson, stringifyOnce } from '../json/stringify.js';
 import type { Resource } from '../types.js';
 import { indexCtes, replaceIndexCtes } from '../search/index-writer.js';
+import type { ExtractedValues } from '../search/extract-composite.js';
 import type { OutboxEvent } from '../subscriptions/model.js';
 import { outboxCte } from '../subscriptions/outbox.js';
 
@@ -56,6 +57,8 @@ export interface NewVersion {
   projectId: string;
   versionId: number;
   lastUpdated: Date;
+  /** Index values of the project's (and shared) SearchParameters, by index code (search/custom-params.ts). */
+  index?: readonly ExtractedValues[];
 }
 
 /**
@@ -114,6 +117,7 @@ export async function writeVersion(
     versionId: number;
     lastUpdated: Date;
     previous?: string;
+    index?: readonly ExtractedValues[];
   },
   events: readonly OutboxEvent[] = [],
 ): Promise<void> {
@@ -123,7 +127,7 @@ export async function writeVersion(
   // Current row, history row and index are written by one statement (one round trip).
   const content = deleted ? null : stringifyJson(v.resource);
   const params: unknown[] = [rid, v.versionId, lastUpdated, content, resourceType, id, v.projectId, deleted];
-  const index = replaceIndexCtes(rid, v.resource, params);
+  const index = replaceIndexCtes(rid, v.resource, params, v.index);
   const outbox = outboxCte(events, params);
   if (outbox) index.push(outbox);
   await tx.query(

@@ -12,6 +12,7 @@ import { storeSecrets } from './secrets.js';
 import { assertWriteReach, inReach } from './reach.js';
 import { selectCurrent, writeVersion, type StoredRow } from './store.js';
 import { checkWriteRules } from './write-rules.js';
+import { prepareCustomIndex } from './custom-index.js';
 import { assertNotShared, warmShared } from './shared-conformance.js';
 import { writeChange } from '../subscriptions/outbox.js';
 
@@ -60,6 +61,7 @@ export async function writeNextVersion(
     row.deleted ? 'create' : 'update',
   );
   await checkWriteRules(tx, ctx, [prepared]);
+  await prepareCustomIndex(tx, ctx, [prepared]);
   await storeBinaryContent(ctx, [prepared]);
   const change = writeChange(
     row.deleted ? 'create' : 'update',

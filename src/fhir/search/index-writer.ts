@@ -6,6 +6,7 @@ import type { Queryable } from '../../storage/db.js';
 import type { Resource } from '../types.js';
 import { parseJson } from '../json/parse.js';
 import { extractAll } from './extract.js';
+import type { ExtractedValues } from './extract-composite.js';
 import type { IndexValue } from './normalise.js';
 
 interface Table {
@@ -120,12 +121,23 @@ export const INDEX_TABLES = Object.values(TABLES).map((t) => t.name);
 
 type Rows = Map<IndexValue['t'], Record<string, unknown>[]>;
 
+/**
+ * A resource version to index. `index`: values beyond the built-in parameters' (a project's or a shared package's
+ * SearchParameters, computed by the caller: search/custom-params.ts), by index code.
+ */
+export interface IndexItem {
+  rid?: number;
+  resource: Resource;
+  index?: readonly ExtractedValues[];
+}
+
 /** Index rows of the given resources; `r` holds the rid when known, and `id` the resource id for joins. */
-function collectRows(items: readonly { rid?: number; resource: Resource }[]): Rows {
+function collectRows(items: readonly IndexItem[]): Rows {
   const rows: Rows = new Map();
-  for (const { rid, resource } of items) {
+  for (const { rid, resource, index } of items) {
     const rt = resource.resourceType;
-    for (const { code, values, grp } of extractAll(resource)) {
+    const all = index?.length ? [...extractAll(resource), ...index] : extractAll(resource);
+    for (const { code, values, grp } of all) {
       for (const v of values) {
         let list = rows.get(v.t);
         if (!list) rows.set(v.t, (list = []));
@@ -165,11 +177,7 @@ function insertParts(rows: Rows, params: unknown[], join?: string): string[] {
  * CTEs that index resources inserted by the CTE named `join` of the same statement (see insertResources): one
  * round trip writes a resource, its history and its index. Parameters are appended to `params`.
  */
-export function indexCtes(
-  items: readonly { resource: Resource }[],
-  params: unknown[],
-  join: string,
-): string[] {
+export function indexCtes(items: readonly IndexItem[], params: unknown[], join: string): string[] {
   return insertParts(collectRows(items), params, join).map((p, i) => `idx${i} AS (${p})`);
 }
 
@@ -177,18 +185,25 @@ export function indexCtes(
  * CTEs that replace the index rows of one resource (`rid`) by those of `resource` (none when null, a delete).
  * The deletes see only the rows from before the statement, so deleting and inserting in one statement is safe.
  */
-export function replaceIndexCtes(rid: number, resource: Resource | null, params: unknown[]): string[] {
+export function replaceIndexCtes(
+  rid: number,
+  resource: Resource | null,
+  params: unknown[],
+  index?: readonly ExtractedValues[],
+): string[] {
   params.push(rid);
   const ridParam = `$${params.length}::bigint`;
   const deletes = INDEX_TABLES.map((tbl, i) => `del${i} AS (DELETE FROM ${tbl} WHERE rid = ${ridParam})`);
-  const inserts = resource ? insertParts(collectRows([{ rid, resource }]), params) : [];
+  const inserts = resource
+    ? insertParts(collectRows([{ rid, resource, ...(index ? { index } : {}) }]), params)
+    : [];
   return [...deletes, ...inserts.map((p, i) => `idx${i} AS (${p})`)];
 }
 
 /** Writes the index rows of the given (new) resource versions; the caller has deleted older rows of these rids. */
 export async function writeIndex(
   tx: Queryable,
-  items: readonly { rid: number; resource: Resource }[],
+  items: readonly (IndexItem & { rid: number })[],
 ): Promise<void> {
   if (items.length === 0) return;
   const params: unknown[] = [];
@@ -219,16 +234,36 @@ export async function deleteIndex(tx: Queryable, rids: readonly number[]): Promi
  * Rebuilds the index rows of the given rids from their stored content (for `$reindex`): deleted rows get none.
  * Returns the number of resources indexed. Run it inside a transaction.
  */
-export async function reindexResources(tx: Queryable, rids: readonly number[]): Promise<number> {
+export async function reindexResources(
+  tx: Queryable,
+  rids: readonly number[],
+  extra?: ExtraIndex,
+): Promise<number> {
   if (rids.length === 0) return 0;
-  const r = await tx.query<{ rid: number; json: string }>(
-    'SELECT rid, content::text AS json FROM resources WHERE rid = ANY($1::bigint[]) AND NOT deleted',
+  const r = await tx.query<{ rid: number; json: string; project_id: string }>(
+    'SELECT rid, project_id, content::text AS json FROM resources WHERE rid = ANY($1::bigint[]) AND NOT deleted',
     [rids],
   );
+  const items: (IndexItem & { rid: number })[] = r.rows.map((row) => ({
+    rid: Number(row.rid),
+    resource: parseJson(row.json) as Resource,
+  }));
+  if (extra) {
+    const index = await extra(
+      tx,
+      r.rows.map((row, i) => ({ projectId: row.project_id, resource: items[i]!.resource })),
+    );
+    index.forEach((values, i) => {
+      if (values.length) (items[i] as IndexItem).index = values;
+    });
+  }
   await deleteIndex(tx, rids);
-  await writeIndex(
-    tx,
-    r.rows.map((row) => ({ rid: Number(row.rid), resource: parseJson(row.json) as Resource })),
-  );
+  await writeIndex(tx, items);
   return r.rows.length;
 }
+
+/** The values beyond the built-in parameters' of each resource (in order), for reindexResources. */
+export type ExtraIndex = (
+  tx: Queryable,
+  resources: readonly { projectId: string; resource: Resource }[],
+) => Promise<readonly (readonly ExtractedValues[])[]>;

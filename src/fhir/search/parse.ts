@@ -4,7 +4,7 @@ import { FhirError } from '../outcome.js';
 import { decodeCursor } from './cursor.js';
 import { isResourceType } from './model.js';
 import { dateRange, decimalRange, indexKey, normaliseReference, referenceParts } from './normalise.js';
-import { getSearchParam, type SearchParamInfo } from './registry.js';
+import { getSearchParam as builtinParam, type SearchParamInfo } from './registry.js';
 import { isIndexedComposite } from './extract-composite.js';
 import type {
   FilterValue,
@@ -121,6 +121,8 @@ export interface ParseOptions {
    * (https://hl7.org/fhir/R4/search.html#errors).
    */
   lenient?: boolean;
+  /** Parameters beyond the built-in ones (a project's SearchParameters, search/custom-params.ts); built-ins win. */
+  params?: (resourceType: string, code: string) => SearchParamInfo | undefined;
   /**
    * The caller resolves the token modifiers that need terminology (`:in`, `:not-in`, `:below`, `:above`) with
    * resolveTerminology (terminology.ts) before building SQL. Without it they are a 400: a caller that cannot resolve
@@ -129,10 +131,29 @@ export interface ParseOptions {
   terminology?: boolean;
 }
 
+/** ParseOptions.params of the parse under way: set only while parseSearchRequest runs, which is synchronous. */
+let extraParams: ParseOptions['params'];
+const getSearchParam = (type: string, code: string): SearchParamInfo | undefined =>
+  builtinParam(type, code) ?? extraParams?.(type, code);
+
 export function parseSearchRequest(
   resourceType: string,
   query: Record<string, string | string[] | undefined>,
   opts: ParseOptions = {},
+): SearchRequest {
+  const outer = extraParams;
+  extraParams = opts.params;
+  try {
+    return parseRequest(resourceType, query, opts);
+  } finally {
+    extraParams = outer;
+  }
+}
+
+function parseRequest(
+  resourceType: string,
+  query: Record<string, string | string[] | undefined>,
+  opts: ParseOptions,
 ): SearchRequest {
   if (!isResourceType(resourceType)) throw bad(`Unknown resource type '${resourceType}'`, 'unknown-type');
   const req: SearchRequest = {

@@ -46,7 +46,14 @@ export function repoContext(
   request: FastifyRequest,
   env: Pick<
     RepoContext,
-    'clock' | 'newId' | 'fhirBase' | 'allowedOutboundHosts' | 'binaries' | 'subscriptions' | 'conformance'
+    | 'clock'
+    | 'newId'
+    | 'fhirBase'
+    | 'allowedOutboundHosts'
+    | 'binaries'
+    | 'subscriptions'
+    | 'conformance'
+    | 'searchParams'
   >,
 ): RepoContext {
   const p = principalOf(request);

@@ -2,7 +2,12 @@
 // No SQL and no business rule here.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isResourceType } from '../../fhir/definitions/index.js';
-import { activeTopicUrls, capabilityStatement, withSubscriptionTopics } from '../../fhir/capabilities.js';
+import {
+  activeTopicUrls,
+  capabilityStatement,
+  withSharedSearchParams,
+  withSubscriptionTopics,
+} from '../../fhir/capabilities.js';
 import { handling } from '../../fhir/operations/export-params.js';
 import { FhirError } from '../../fhir/outcome.js';
 import { processBatch } from '../../fhir/repository/batch.js';
@@ -29,6 +34,7 @@ import type { FormBody } from '../plugins/content-types.js';
 import { conditionalRead, preferReturn, header } from '../header-semantics.js';
 import { sendResult } from '../reply.js';
 import { binaryRoutes, wantsFhirBinary } from './binary.js';
+import type { SearchParamRegistry } from '../../fhir/search/custom-registry.js';
 
 export interface FhirRouteDeps {
   db: Db;
@@ -42,6 +48,8 @@ export interface FhirRouteDeps {
   subscriptions?: SubscriptionHooks;
   /** Profiles, terminology and canonical resolution (API.md §9). */
   conformance?: Conformance;
+  /** Custom search parameters: projects' SearchParameters and the shared ones (API.md §9 "Search"). */
+  searchParams?: SearchParamRegistry;
   /** Told how many resources a request wrote (keeps planner statistics fresh during bulk loads). */
   written: (rows: number) => void;
   /** Where Binary contents live (absent: in their rows, as base64 `data`), and the largest raw upload in bytes. */
@@ -86,6 +94,7 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     ...(deps.binaries ? { binaries: deps.binaries } : {}),
     ...(deps.subscriptions ? { subscriptions: deps.subscriptions } : {}),
     ...(deps.conformance ? { conformance: deps.conformance } : {}),
+    ...(deps.searchParams ? { searchParams: deps.searchParams } : {}),
   };
   const ctx = (req: FastifyRequest): RepoContext => repoContext(req, env);
   const send = (reply: FastifyReply, r: FhirResult): FastifyReply => sendResult(reply, r, deps.fhirBase);
@@ -99,8 +108,14 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     if (r.status === 200 && req.method === 'GET') await app.largeResponse(req, reply, bytes);
     return send(reply, r);
   };
-  const statement = capabilityStatement(deps.fhirBase, deps.clock());
-  const capabilities = JSON.stringify(statement);
+  // The shared search parameters come from the shared set, loaded on first use: the statement is built then.
+  let built: Promise<{ statement: Record<string, unknown>; text: string }> | undefined;
+  const metadata = (): Promise<{ statement: Record<string, unknown>; text: string }> =>
+    (built ??= (async () => {
+      const base = capabilityStatement(deps.fhirBase, deps.clock());
+      const statement = withSharedSearchParams(base, (await deps.searchParams?.shared()) ?? []);
+      return { statement, text: JSON.stringify(statement) };
+    })());
 
   binaryRoutes(app, {
     db: deps.db,
@@ -115,11 +130,12 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
   // varies with Authorization. A missing or invalid token gets the public statement, never a 401.
   app.get('/metadata', { config: { public: true, principalIfAny: true } }, async (req, reply) => {
     const topics = req.principal ? await activeTopicUrls(deps.db, req.principal.projectId) : [];
+    const meta = await metadata();
     const vary = reply.getHeader('vary');
     reply.header('vary', vary ? `${String(vary)}, Authorization` : 'Authorization');
     return reply
       .type('application/fhir+json; charset=utf-8')
-      .send(topics.length ? JSON.stringify(withSubscriptionTopics(statement, topics)) : capabilities);
+      .send(topics.length ? JSON.stringify(withSubscriptionTopics(meta.statement, topics)) : meta.text);
   });
 
   app.post('/', async (req, reply) => {
