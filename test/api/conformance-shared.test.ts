@@ -3,7 +3,7 @@
 // between projects, scopes, and searches that match thousands.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabases } from '../support/db.js';
-import { created, startTestApp, tokenRequest, type TestApp } from '../support/app.js';
+import { created, startTestApp, scopedClientToken, type TestApp } from '../support/app.js';
 import { US_CORE_VERSION, writePackageFolder, writePackageTgz } from '../support/fhir-package.js';
 
 const GENDER_VS = 'http://hl7.org/fhir/ValueSet/administrative-gender';
@@ -156,26 +156,7 @@ describe.each(testDatabases())('shared conformance on $name', (database) => {
   });
 
   it('checks access to shared ValueSets as to any other type: a Patient-only token is refused, a member reads', async () => {
-    const secret = 'a-secret-of-a-narrow-client-0123';
-    const client = await created(t, a.adminToken, {
-      resourceType: 'ClientApplication',
-      name: 'Narrow',
-      secret,
-    });
-    await created(t, a.adminToken, {
-      resourceType: 'ProjectMembership',
-      project: { reference: `Project/${a.projectId}` },
-      user: { reference: `ClientApplication/${client.id as string}` },
-      profile: { reference: `ClientApplication/${client.id as string}` },
-    });
-    const tok = await tokenRequest(t.app, {
-      grant_type: 'client_credentials',
-      client_id: client.id as string,
-      client_secret: secret,
-      scope: 'system/Patient.rs',
-    });
-    expect(tok.statusCode, tok.body).toBe(200);
-    const narrow = tok.json().access_token as string;
+    const narrow = await scopedClientToken(t, a.adminToken, a.projectId, 'system/Patient.rs');
     const paths = [`ValueSet?url=${encodeURIComponent(GENDER_VS)}`, 'ValueSet/administrative-gender'];
     for (const path of paths) {
       const res = await get(path, narrow);

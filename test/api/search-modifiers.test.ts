@@ -11,9 +11,9 @@ import { testDatabases } from '../support/db.js';
 import {
   created,
   inviteRequest,
+  scopedClientToken,
   setUserPassword,
   startTestApp,
-  tokenRequest,
   type TestApp,
 } from '../support/app.js';
 import { smartLaunch } from '../support/smart-browser.js';
@@ -219,22 +219,7 @@ describe.each(testDatabases())('search modifiers through HTTP on $name', (databa
 
   it('a narrowly scoped token only sees what its scopes allow', async () => {
     // A client with system/Patient.rs may not search Observations, through :in or through _has.
-    const secret = 'a-secret-of-the-scoped-client-0123';
-    const client = await created(t, a.adminToken, { resourceType: 'ClientApplication', name: 'Pat', secret });
-    await created(t, a.adminToken, {
-      resourceType: 'ProjectMembership',
-      project: { reference: `Project/${a.projectId}` },
-      user: { reference: `ClientApplication/${client.id as string}` },
-      profile: { reference: `ClientApplication/${client.id as string}` },
-    });
-    const tok = await tokenRequest(t.app, {
-      grant_type: 'client_credentials',
-      client_id: client.id as string,
-      client_secret: secret,
-      scope: 'system/Patient.rs',
-    });
-    expect(tok.statusCode, tok.body).toBe(200);
-    const patientOnly = tok.json().access_token as string;
+    const patientOnly = await scopedClientToken(t, a.adminToken, a.projectId, 'system/Patient.rs');
     expect((await get(patientOnly, `Observation?code:in=${VITALS}`)).statusCode).toBe(403);
     expect((await get(patientOnly, `Patient?_has:Observation:subject:code:in=${VITALS}`)).statusCode).toBe(
       403,

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SharedSet } from '../../src/fhir/conformance/model.js';
 import type { Resource } from '../../src/fhir/types.js';
 import { testDatabases } from '../support/db.js';
-import { postResource, startTestApp, tokenRequest, type TestApp } from '../support/app.js';
+import { postResource, startTestApp, scopedClientToken, type TestApp } from '../support/app.js';
 import { waitForJob } from '../support/jobs.js';
 import { localSignals } from '../../src/storage/signals.js';
 
@@ -151,27 +151,8 @@ describe.each(testDatabases())('project SearchParameters on $name', (database) =
     const member = await postResource(t, p.memberToken, nicknameParam({ code: 'member-nick' }));
     expect(member.statusCode, member.body).toBe(403);
     // An admin client whose token is scoped to system/Patient.rs.
-    const secret = 'a-secret-of-the-scoped-client-0123';
-    const client = await create(p.adminToken, { resourceType: 'ClientApplication', name: 'Scoped', secret });
-    await create(p.adminToken, {
-      resourceType: 'ProjectMembership',
-      project: { reference: `Project/${p.projectId}` },
-      user: { reference: `ClientApplication/${client}` },
-      profile: { reference: `ClientApplication/${client}` },
-      admin: true,
-    });
-    const tok = await tokenRequest(t.app, {
-      grant_type: 'client_credentials',
-      client_id: client,
-      client_secret: secret,
-      scope: 'system/Patient.rs',
-    });
-    expect(tok.statusCode, tok.body).toBe(200);
-    const scoped = await postResource(
-      t,
-      tok.json().access_token as string,
-      nicknameParam({ code: 'scoped-nick' }),
-    );
+    const token = await scopedClientToken(t, p.adminToken, p.projectId, 'system/Patient.rs', { admin: true });
+    const scoped = await postResource(t, token, nicknameParam({ code: 'scoped-nick' }));
     expect(scoped.statusCode, scoped.body).toBe(403);
     expect(scoped.json().issue[0].code).toBe('forbidden');
   });

@@ -3,7 +3,7 @@
 // resources stored in a project; bad input answers 400, unknown targets 404, too many codes 422; another project never
 // sees them, a narrowly scoped token may not use them, and hostile input answers 4xx without harming the server.
 import { beforeAll, describe, expect, it } from 'vitest';
-import { created, startTestApp, tokenRequest, type TestApp } from '../support/app.js';
+import { created, startTestApp, scopedClientToken, type TestApp } from '../support/app.js';
 import { testDatabases } from '../support/db.js';
 import { afterAll } from 'vitest';
 
@@ -118,22 +118,7 @@ describe.each(testDatabases())('terminology operations on $name', (database) => 
     for (const [k, r] of Object.entries({ codeSystem, mammals, conceptMap }))
       ids[k] = (await created(t, admin, r)).id as string;
     // A client whose token may only read and search Patients.
-    const secret = 'a-secret-of-the-narrow-client-0123';
-    const client = await created(t, admin, { resourceType: 'ClientApplication', name: 'Narrow', secret });
-    await created(t, admin, {
-      resourceType: 'ProjectMembership',
-      project: { reference: `Project/${p.projectId}` },
-      user: { reference: `ClientApplication/${client.id as string}` },
-      profile: { reference: `ClientApplication/${client.id as string}` },
-    });
-    const tok = await tokenRequest(t.app, {
-      grant_type: 'client_credentials',
-      client_id: client.id as string,
-      client_secret: secret,
-      scope: 'system/Patient.rs',
-    });
-    expect(tok.statusCode, tok.body).toBe(200);
-    narrow = tok.json().access_token as string;
+    narrow = await scopedClientToken(t, admin, p.projectId, 'system/Patient.rs');
   });
   afterAll(async () => t?.close());
 

@@ -320,6 +320,36 @@ export async function created(
   return res.json() as Record<string, unknown>;
 }
 
+/**
+ * An access token of a new ClientApplication of the project, a member (an admin with `admin`), asking only for
+ * `scope` (e.g. `system/Patient.rs`): the narrowly scoped caller of the hostile tests.
+ */
+export async function scopedClientToken(
+  t: TestApp,
+  adminToken: string,
+  projectId: string,
+  scope: string,
+  opts: { admin?: boolean } = {},
+): Promise<string> {
+  const secret = `a-secret-of-a-scoped-client-${randomUUID()}`;
+  const client = await created(t, adminToken, { resourceType: 'ClientApplication', name: 'Scoped', secret });
+  await created(t, adminToken, {
+    resourceType: 'ProjectMembership',
+    project: { reference: `Project/${projectId}` },
+    user: { reference: `ClientApplication/${client.id as string}` },
+    profile: { reference: `ClientApplication/${client.id as string}` },
+    ...(opts.admin ? { admin: true } : {}),
+  });
+  const tok = await tokenRequest(t.app, {
+    grant_type: 'client_credentials',
+    client_id: client.id as string,
+    client_secret: secret,
+    scope,
+  });
+  expect(tok.statusCode, tok.body).toBe(200);
+  return tok.json().access_token as string;
+}
+
 /** POSTs a batch or transaction Bundle of the given entries to the FHIR base. */
 export function postBundle(
   t: TestApp,
