@@ -1,7 +1,7 @@
 // Error messages for people: an OperationOutcome's issues (diagnostics, else details.text, else the code), an OAuth
 // error answer (RFC 6749 §5.2), or the HTTP status when the body says nothing.
 
-interface Issue {
+export interface Issue {
   severity?: string;
   code?: string;
   diagnostics?: string;
@@ -9,12 +9,16 @@ interface Issue {
   expression?: string[];
 }
 
+/** What an issue says: `diagnostics`, else `details.text`, else its code. */
+export const issueText = (i: Issue): string =>
+  i.diagnostics ?? i.details?.text ?? i.code ?? 'Unknown problem';
+
 /** One line per issue: `diagnostics` (or `details.text`, or the issue code), with its expression when it has one. */
 export function outcomeMessages(body: unknown): string[] {
   const o = body as { resourceType?: string; issue?: Issue[] } | null;
   if (!o || o.resourceType !== 'OperationOutcome' || !Array.isArray(o.issue)) return [];
   return o.issue.map((i) => {
-    const text = i.diagnostics ?? i.details?.text ?? i.code ?? 'Unknown problem';
+    const text = issueText(i);
     const where = i.expression?.length ? ` (at ${i.expression.join(', ')})` : '';
     return `${text}${where}`;
   });

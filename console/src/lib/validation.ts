@@ -1,19 +1,12 @@
 // What the resources page needs of $validate (API.md §9, https://hl7.org/fhir/R4/resource-operation-validate.html):
 // the request (the resource, and the profile chosen, as a Parameters body) and its answer as rows for people.
 import type { Resource } from './fhir.js';
+import { issueText, type Issue } from './outcome.js';
 
 export interface ValidationRow {
   severity: string;
   text: string;
   expression: string;
-}
-
-interface Issue {
-  severity?: string;
-  code?: string;
-  diagnostics?: string;
-  details?: { text?: string };
-  expression?: string[];
 }
 
 /** The Parameters body of `<Type>/<id>/$validate`: the resource, and the profile when one is chosen. */
@@ -33,7 +26,7 @@ export function validationRows(outcome: unknown): ValidationRow[] {
   return o.issue
     .map((i) => ({
       severity: i.severity ?? 'error',
-      text: i.diagnostics ?? i.details?.text ?? i.code ?? 'Unknown problem',
+      text: issueText(i),
       expression: (i.expression ?? []).join(', '),
     }))
     .sort((a, b) => (ORDER[a.severity] ?? 9) - (ORDER[b.severity] ?? 9));

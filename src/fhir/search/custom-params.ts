@@ -7,8 +7,9 @@ import r4 from 'fhirpath/fhir-context/r4';
 import { FhirError } from '../outcome.js';
 import type { Resource } from '../types.js';
 import type { ExtractedValues } from './extract-composite.js';
-import { compileFastPart, type Evaluator, type TypedValue } from './fast-path.js';
-import { FHIRPATH_OPTIONS, systemTypeName, withOfType } from './fhirpath-options.js';
+import { compileFastPart, type Evaluator } from './fast-path.js';
+import { FHIRPATH_OPTIONS, withOfType } from './fhirpath-options.js';
+import { typedValuesOf } from './extract.js';
 import { toIndexValues } from './normalise.js';
 import { getSearchParam, isResourceType, splitUnion, type SearchParamInfo } from './registry.js';
 import type { SearchFilter, SearchRequest } from './request.js';
@@ -72,22 +73,7 @@ function evaluatorOf(expression: string, base: string): Evaluator {
     const evs = fast as Evaluator[];
     return (r) => evs.flatMap((e) => e(r));
   }
-  const compiled = compileFhirpath(expression);
-  return (resource) => {
-    let raw: unknown[];
-    try {
-      raw = compiled(resource);
-    } catch {
-      return [];
-    }
-    const out: TypedValue[] = [];
-    for (const item of raw) {
-      const value = (fhirpath.resolveInternalTypes([item]) as unknown[])[0];
-      if (value === undefined || value === null) continue;
-      out.push({ type: systemTypeName(fhirpath.types([item])[0]), value });
-    }
-    return out;
-  };
+  return typedValuesOf(compileFhirpath(expression));
 }
 
 function readCode(sp: Resource): string {

@@ -19,19 +19,9 @@ export const INDEXED_TYPES = new Set(['string', 'token', 'reference', 'date', 'n
 
 const fhirpathCache = new Map<string, Evaluator>();
 
-/**
- * Evaluates `expression` with HL7's fhirpath engine (R4 model), compiled once per expression; with `base`, on an
- * element found at that path (`Observation.component`) rather than on a resource.
- */
-export function fhirpathEvaluator(expression: string, base?: string): Evaluator {
-  const key = base ? `${base}\n${expression}` : expression;
-  let ev = fhirpathCache.get(key);
-  if (ev) return ev;
-  const path = base ? { base, expression: withOfType(expression) } : withOfType(expression);
-  const compiled = fhirpath.compile(path as never, r4, FHIRPATH_OPTIONS as never) as unknown as (
-    r: unknown,
-  ) => unknown[];
-  ev = (resource) => {
+/** An Evaluator from a compiled FHIRPath function: each item with its System type; nothing when evaluation throws. */
+export function typedValuesOf(compiled: (r: unknown) => unknown[]): Evaluator {
+  return (resource) => {
     let raw: unknown[];
     try {
       raw = compiled(resource);
@@ -46,6 +36,21 @@ export function fhirpathEvaluator(expression: string, base?: string): Evaluator 
     }
     return out;
   };
+}
+
+/**
+ * Evaluates `expression` with HL7's fhirpath engine (R4 model), compiled once per expression; with `base`, on an
+ * element found at that path (`Observation.component`) rather than on a resource.
+ */
+export function fhirpathEvaluator(expression: string, base?: string): Evaluator {
+  const key = base ? `${base}\n${expression}` : expression;
+  let ev = fhirpathCache.get(key);
+  if (ev) return ev;
+  const path = base ? { base, expression: withOfType(expression) } : withOfType(expression);
+  const compiled = fhirpath.compile(path as never, r4, FHIRPATH_OPTIONS as never) as unknown as (
+    r: unknown,
+  ) => unknown[];
+  ev = typedValuesOf(compiled);
   fhirpathCache.set(key, ev);
   return ev;
 }
