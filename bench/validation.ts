@@ -2,6 +2,7 @@
 // 5.0.1 example Patient and blood-pressure (vital-signs) Observation against their profiles; 2. through HTTP (loopback,
 // embedded PGlite), the seconds to POST a transaction Bundle of 100 Patients, each with a vital-signs Observation, all
 // declaring US Core profiles, beside the same Bundle without meta.profile in the same run (interleaved, medians).
+// Bindings are checked against the shared R4 value sets by the terminology engine, as in a deployment.
 // Run alone with `npx tsx bench/validation.ts`, or as part of `npm run bench` (BENCH_VALIDATION=0 skips it).
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -14,13 +15,14 @@ import { loadKeyRing } from '../src/auth/keys.js';
 import { parseConfig } from '../src/config/config.js';
 import { createProfileValidator } from '../src/fhir/conformance/profile/index.js';
 import { createResolver } from '../src/fhir/conformance/resolver.js';
-import type { Terminology } from '../src/fhir/conformance/model.js';
+import { createSharedSet, type SharedIndex } from '../src/fhir/conformance/shared-set.js';
+import { createTerminology } from '../src/fhir/conformance/terminology/index.js';
 import type { Resource } from '../src/fhir/types.js';
 import { createMemoryCache } from '../src/storage/cache/index.js';
 import { migrate } from '../src/storage/migrate.js';
 import { openPglite } from '../src/storage/pglite.js';
 import { localSignals } from '../src/storage/signals.js';
-import { usCoreSharedSet } from '../test/support/shared-set.js';
+import { writePackageFolder } from '../test/support/fhir-package.js';
 
 const US = 'http://hl7.org/fhir/us/core/StructureDefinition/';
 const RUNS = Number(process.env.BENCH_VALIDATION_RUNS ?? 5);
@@ -31,17 +33,21 @@ const fixture = (name: string): Resource =>
     fs.readFileSync(new URL(`../test/fixtures/us-core/${name}`, import.meta.url), 'utf8'),
   ) as Resource;
 
-/** Terminology that knows no value set (the engine of this branch): bindings cost one call each. */
-const terminology: Terminology = {
-  expand: async () => undefined,
-  validateCode: async () => undefined,
-  below: async () => undefined,
-  above: async () => undefined,
-};
+/**
+ * The shared set as a deployment has it: the R4 base (its value sets and code systems check the bindings) and US Core
+ * 5.0.1's StructureDefinitions as a package folder named in `packages`.
+ */
+async function sharedWithUsCore(): Promise<{ shared: SharedIndex; packages: string[] }> {
+  const packages = [writePackageFolder()];
+  const shared = createSharedSet({ packages });
+  await shared.ready();
+  return { shared, packages };
+}
 
-async function inProcess(): Promise<Record<string, number>> {
-  const resolver = createResolver(null as never, usCoreSharedSet());
-  const v = createProfileValidator({ resolver, terminology });
+async function inProcess(shared: SharedIndex): Promise<Record<string, number>> {
+  // Only the shared set is consulted (projectId null): no database.
+  const resolver = createResolver(null as never, shared);
+  const v = createProfileValidator({ resolver, terminology: createTerminology({ resolver }) });
   const cases: [string, Resource, string][] = [
     ['US Core Patient', fixture('patient-example.json'), `${US}us-core-patient`],
     ['US Core blood pressure', fixture('blood-pressure.json'), `${US}us-core-blood-pressure`],
@@ -80,7 +86,7 @@ function bundle(withProfiles: boolean): unknown {
   return { resourceType: 'Bundle', type: 'transaction', entry };
 }
 
-async function overHttp(): Promise<{ withProfiles: number; without: number }> {
+async function overHttp(packages: string[]): Promise<{ withProfiles: number; without: number }> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-bench-validation-'));
   const db = await openPglite(null);
   await migrate(db);
@@ -94,6 +100,7 @@ async function overHttp(): Promise<{ withProfiles: number; without: number }> {
       clientSecret: 'bench-secret-0123456789',
     },
     logLevel: 'silent',
+    packages,
   });
   await ensureSuperAdmin(
     db,
@@ -106,7 +113,6 @@ async function overHttp(): Promise<{ withProfiles: number; without: number }> {
     keys: await loadKeyRing(db),
     signals: localSignals(),
     cache: createMemoryCache({ max: 1000, clock: () => Date.now() }),
-    sharedConformance: usCoreSharedSet(),
   });
   try {
     await app.listen({ port: 0, host: '127.0.0.1' });
@@ -147,10 +153,11 @@ async function overHttp(): Promise<{ withProfiles: number; without: number }> {
 }
 
 export async function benchValidation(): Promise<void> {
-  const micro = await inProcess();
+  const { shared, packages } = await sharedWithUsCore();
+  const micro = await inProcess(shared);
   for (const [name, us] of Object.entries(micro))
     console.log(`validation in process: ${name}: median ${us} µs`);
-  const http = await overHttp();
+  const http = await overHttp(packages);
   console.log(
     `transaction of 100 Patients + 100 vital-signs Observations over HTTP (PGlite): with US Core meta.profile ` +
       `${http.withProfiles.toFixed(2)} s, without ${http.without.toFixed(2)} s (ratio ${(http.withProfiles / http.without).toFixed(2)})`,
