@@ -74,6 +74,17 @@ const unchecked = (b: PendingBinding): OperationOutcomeIssue => ({
 
 const show = (c: Coding): string => (c.system ? `${c.system}#${c.code ?? ''}` : (c.code ?? ''));
 
+/**
+ * The answers already asked of the terminology under one `At`: a write makes one `At` for all its versions
+ * (write-rules.ts), so a transaction of 100 Patients asks about each (value set, code) once, not once per Patient.
+ */
+const answers = new WeakMap<At, Map<string, Promise<ValidateCodeResult | undefined>>>();
+function askedFor(at: At): Map<string, Promise<ValidateCodeResult | undefined>> {
+  let m = answers.get(at);
+  if (!m) answers.set(at, (m = new Map()));
+  return m;
+}
+
 /** Checks the bindings the walk collected; pushes their issues. */
 export async function checkBindings(
   terminology: Terminology,
@@ -81,7 +92,7 @@ export async function checkBindings(
   pending: readonly PendingBinding[],
   issues: OperationOutcomeIssue[],
 ): Promise<void> {
-  const asked = new Map<string, Promise<ValidateCodeResult | undefined>>();
+  const asked = askedFor(at);
   const unexpandable = new Set<string>();
   let budget = MAX_CODINGS;
   for (const b of pending) {
