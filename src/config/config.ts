@@ -61,6 +61,15 @@ export const configSchema = z
     packages: z.array(z.string().min(1).max(1000)).max(100).default([]),
     /** Subscriptions that are not `off` one project may hold (API.md §8); one more answers 422 naming the limit. */
     maxSubscriptionsPerProject: z.coerce.number().int().min(0).default(1000),
+    /** Seconds after which AuditEvents are deleted (API.md §10); 0 keeps them. */
+    auditRetention: z.coerce.number().int().min(0).default(0),
+    /** `stdout` also writes every AuditEvent as one JSON log line (API.md §10). */
+    auditLog: z.enum(['none', 'stdout']).default('none'),
+    /**
+     * Whether requests are audited at all (API.md §10 says they are: this exists for the benchmark that measures what
+     * auditing costs, and is not documented as a switch for deployments).
+     */
+    audit: z.boolean().default(true),
     /** Largest number of entries accepted in one batch or transaction Bundle. */
     maxBundleEntries: z.coerce.number().int().min(1).default(10_000),
     /** Largest total size of a request's line and headers in bytes (Node's maxHeaderSize); beyond it: 431. */
@@ -191,6 +200,8 @@ const ENV_KEYS: Record<string, string> = {
   CORS_ORIGINS: 'corsOrigins',
   BINARY_MAX_BYTES: 'binaryMaxBytes',
   MAX_SUBSCRIPTIONS_PER_PROJECT: 'maxSubscriptionsPerProject',
+  AUDIT_RETENTION: 'auditRetention',
+  AUDIT_LOG: 'auditLog',
 };
 
 /** Validates raw input; a bad value throws one ConfigError line naming the key. */

@@ -18,6 +18,7 @@ import * as m014 from './migrations/014-upstream-sign-in.js';
 import * as m015 from './migrations/015-token-statistics.js';
 import * as m016 from './migrations/016-subscriptions.js';
 import * as m017 from './migrations/017-identifier-index.js';
+import * as m018 from './migrations/018-audit.js';
 
 export interface Migration {
   version: number;
@@ -43,6 +44,7 @@ export const MIGRATIONS: readonly Migration[] = [
   m015,
   m016,
   m017,
+  m018,
 ];
 
 const LOCK_KEY = 72_410_001;

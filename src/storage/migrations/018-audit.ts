@@ -1,0 +1,60 @@
+// The audit trail (API.md §10, issue 28): AuditEvents live in their own append-only table, not among the resources.
+// Rows are only inserted (a write's AuditEvent in the write's own statement or transaction, reads' in batches) and,
+// once, sealed: the sealer (src/audit/chain.ts) gives each row its place in its project's hash chain (chain_no) and
+// the hash of that place (sha256 of the previous hash and the row's exact `content`). Retention deletes the oldest
+// rows by `seq`, which follows insertion time. Search reads the columns below, never the JSON.
+// AuditEvents that clients stored as ordinary resources before this migration move here (unsealed, then sealed).
+export const version = 18;
+export const sql = `
+CREATE TABLE audit_events (
+  seq bigserial PRIMARY KEY,
+  id text NOT NULL,
+  -- The project of the request's login; '' when there was none (a failed login, a request without a valid token).
+  project_id text NOT NULL,
+  recorded timestamptz NOT NULL,
+  -- Search columns: type and each subtype as 'system|code'; action and outcome codes; references as 'Type/id'.
+  type text NOT NULL,
+  subtype text[] NOT NULL,
+  action text,
+  outcome text NOT NULL,
+  agents text[] NOT NULL,
+  entities text[] NOT NULL,
+  patients text[] NOT NULL,
+  -- The AuditEvent's JSON exactly as hashed and served.
+  content text NOT NULL,
+  chain_no bigint,
+  prev_hash text,
+  hash text
+);
+CREATE UNIQUE INDEX audit_events_id ON audit_events (id);
+CREATE INDEX audit_events_project ON audit_events (project_id, seq);
+CREATE INDEX audit_events_recorded ON audit_events (project_id, recorded);
+CREATE INDEX audit_events_patients ON audit_events USING gin (patients);
+CREATE INDEX audit_events_agents ON audit_events USING gin (agents);
+CREATE INDEX audit_events_entities ON audit_events USING gin (entities);
+CREATE INDEX audit_events_unsealed ON audit_events (seq) WHERE hash IS NULL;
+CREATE UNIQUE INDEX audit_events_chain ON audit_events (project_id, chain_no) WHERE chain_no IS NOT NULL;
+-- Each project's last sealed link: the next row's prev_hash, and the end a verification must reach.
+CREATE TABLE audit_chain_heads (
+  project_id text PRIMARY KEY,
+  chain_no bigint NOT NULL,
+  hash text NOT NULL
+);
+INSERT INTO audit_events (id, project_id, recorded, type, subtype, action, outcome, agents, entities, patients, content)
+SELECT r.id, r.project_id, COALESCE((r.content->>'recorded')::timestamptz, r.last_updated),
+  COALESCE(r.content->'type'->>'system', '') || '|' || COALESCE(r.content->'type'->>'code', ''),
+  ARRAY(SELECT COALESCE(s->>'system', '') || '|' || COALESCE(s->>'code', '')
+        FROM json_array_elements(CASE WHEN json_typeof(r.content->'subtype') = 'array' THEN r.content->'subtype' ELSE '[]'::json END) s),
+  r.content->>'action', COALESCE(r.content->>'outcome', ''),
+  ARRAY(SELECT a->'who'->>'reference'
+        FROM json_array_elements(CASE WHEN json_typeof(r.content->'agent') = 'array' THEN r.content->'agent' ELSE '[]'::json END) a
+        WHERE a->'who'->>'reference' IS NOT NULL),
+  ARRAY(SELECT e->'what'->>'reference'
+        FROM json_array_elements(CASE WHEN json_typeof(r.content->'entity') = 'array' THEN r.content->'entity' ELSE '[]'::json END) e
+        WHERE e->'what'->>'reference' IS NOT NULL),
+  ARRAY(SELECT e->'what'->>'reference'
+        FROM json_array_elements(CASE WHEN json_typeof(r.content->'entity') = 'array' THEN r.content->'entity' ELSE '[]'::json END) e
+        WHERE e->'what'->>'reference' LIKE 'Patient/%'),
+  r.content::text
+FROM resources r WHERE r.resource_type = 'AuditEvent' AND NOT r.deleted;
+`;
