@@ -5,6 +5,8 @@ import type { AuthDeps } from './auth/deps.js';
 import type { KeyRing } from './auth/keys.js';
 import type { Config } from './config/config.js';
 import { registerAuth } from './http/plugins/auth.js';
+import { registerAudit } from './http/plugins/audit.js';
+import { createAuditWriter } from './audit/writer.js';
 import { registerContentTypes } from './http/plugins/content-types.js';
 import { LARGE_BODIES, registerLargeBodyLimit, type LargeBodyLimits } from './http/plugins/large-bodies.js';
 import { registerCors } from './http/plugins/cors.js';
@@ -59,6 +61,13 @@ function writesTypes(url: string, types: ReadonlySet<string>): boolean {
   return m[1] === '' || types.has(m[1] as string);
 }
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Stores the buffered AuditEvents now (tests and benchmarks; the server stores them within a second anyway). */
+    flushAudit?: () => Promise<void>;
+  }
+}
+
 export interface AppDeps {
   config: Config;
   db: Db;
@@ -94,6 +103,8 @@ export interface AppDeps {
   subscriptionSockets?: SocketHub;
   /** Websocket limits (http/routes/subscription-ws.ts); tests make them short. */
   websocketLimits?: Partial<WsLimits>;
+  /** Where `auditLog: stdout` writes each AuditEvent's line (default: standard output); tests read it. */
+  auditMirror?: (line: string) => void;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -203,6 +214,20 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerErrorHandler(app);
   await registerCors(app, config.corsOrigins);
   registerContentTypes(app);
+  // Before authentication, so that a refused token is recorded too (API.md §10).
+  if (config.audit) {
+    const writer = createAuditWriter({
+      db,
+      ...(config.auditLog === 'stdout'
+        ? { mirror: deps.auditMirror ?? ((line: string) => void process.stdout.write(`${line}\n`)) }
+        : {}),
+      ...(log ? { log } : {}),
+    });
+    // A graceful stop (SIGTERM closes the app) stores what is buffered.
+    app.addHook('onClose', () => writer.close());
+    app.decorate('flushAudit', () => writer.flush());
+    registerAudit(app, { writer, env: { newId, clock, server: { fhirBase, baseUrl: config.baseUrl } } });
+  }
   registerAuth(app, auth);
   app.decorate('largeBodies', registerLargeBodyLimit(app, deps.largeBodies ?? LARGE_BODIES));
   const loginGuard = await registerLoginGuard(app, {

@@ -223,6 +223,14 @@ export function assertRead(
 }
 
 export function assertWrite(actor: Actor, resourceType: string, interaction: WriteInteraction): void {
+  // Nobody changes an AuditEvent (API.md §10): not a permission a role lacks, a method the type does not have.
+  if (resourceType === 'AuditEvent' && interaction !== 'create')
+    throw new FhirError(
+      'not-supported',
+      `AuditEvents cannot be changed: ${interaction} is not allowed`,
+      'audit.immutable',
+      { status: 405 },
+    );
   if (!scopesPermit(actor, resourceType, LETTER[interaction])) {
     throw scopeWriteRefused(resourceType, interaction);
   }
@@ -342,4 +350,37 @@ export function canAccessJob(
   if (actor.superAdmin) return true;
   if (actor.projectId !== job.projectId) return false;
   return actor.projectAdmin || (caller !== undefined && caller === job.author);
+}
+
+/** Which AuditEvents a caller may read (API.md §10): `projectId` null for every project; `patient`, only those about it. */
+export interface AuditReach {
+  projectId: string | null;
+  patient?: string;
+}
+
+const PATIENT_PROFILE = /^Patient\/([A-Za-z0-9\-.]{1,64})$/;
+
+/**
+ * AuditEvents (API.md §10): a super administrator reads all; a project's admins read its events; a Patient user (or a
+ * token whose only AuditEvent scope is a `patient/` one) reads its project's events whose patient entity is itself;
+ * anyone else, nothing (403). `profile` is the caller's profile reference.
+ */
+export function auditReach(
+  actor: Actor,
+  profile: string | undefined,
+  interaction: ReadInteraction,
+): AuditReach {
+  assertRead(actor, 'AuditEvent', interaction);
+  const reach = scopeReach(actor, 'AuditEvent', LETTER[interaction]);
+  const ownPatient = PATIENT_PROFILE.exec(profile ?? '')?.[1];
+  if (reach === 'patient' && actor.patient !== undefined)
+    return { projectId: actor.projectId, patient: actor.patient };
+  if (actor.superAdmin) return { projectId: null };
+  if (actor.projectAdmin) return { projectId: actor.projectId };
+  if (ownPatient !== undefined) return { projectId: actor.projectId, patient: ownPatient };
+  throw new FhirError(
+    'forbidden',
+    'Forbidden: AuditEvents are read by project administrators, and by a patient for their own record',
+    'access.audit-read',
+  );
 }

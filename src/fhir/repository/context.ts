@@ -5,6 +5,7 @@ import type { AccessScope } from '../types.js';
 import type { SubscriptionHooks } from '../subscriptions/subscription-writes.js';
 import type { Conformance } from '../conformance/model.js';
 import type { SearchParamRegistry } from '../search/custom-registry.js';
+import type { AuditRecorder } from '../../audit/recorder.js';
 
 export interface RepoContext {
   actor: Actor;
@@ -41,6 +42,11 @@ export interface RepoContext {
    * writes, searchable. Absent (bootstrap, jobs' own writes, tests of the repository alone): built-in ones only.
    */
   searchParams?: SearchParamRegistry;
+  /**
+   * The request's audit recorder (API.md §10): told of every version written, whose AuditEvent (and X-Provenance) is
+   * stored in the same transaction (audit-writes.ts). Absent (bootstrap, jobs, auditing off): nothing is recorded.
+   */
+  audit?: AuditRecorder;
 }
 
 export function visible(ctx: Pick<RepoContext, 'scope'>, projectId: string): boolean {

@@ -1,4 +1,6 @@
 // create and conditional create: https://hl7.org/fhir/R4/http.html#create, #ccreate
+import type { WrittenVersion } from '../../audit/recorder.js';
+import { splitAuditCreates } from './audit-events.js';
 import type { Db } from '../../storage/db.js';
 import { assertChainsReadable, assertWrite, searchScope } from '../access.js';
 import { FhirError } from '../outcome.js';
@@ -21,12 +23,15 @@ import { writeChange } from '../subscriptions/outbox.js';
 export async function commitCreates(
   tx: Queryable,
   ctx: RepoContext,
-  items: readonly PreparedWrite[],
+  all: readonly PreparedWrite[],
 ): Promise<void> {
-  await checkWriteRules(tx, ctx, items);
+  await checkWriteRules(tx, ctx, all);
+  // A client's own AuditEvents go to the audit table (API.md §10), the rest are resources.
+  const { rows, rest: items } = splitAuditCreates(all);
   await prepareCustomIndex(tx, ctx, items);
   await storeBinaryContent(ctx, items);
-  await insertResources(tx, items, await createEvents(tx, ctx, items));
+  await insertResources(tx, items, await createEvents(tx, ctx, items), rows);
+  ctx.audit?.wrote(createdVersions(all));
   for (const it of items) {
     if (it.secrets.length)
       await storeSecrets(tx, it.resource.resourceType, it.resource.id as string, it.secrets);
@@ -59,18 +64,41 @@ export async function createEvents(
  * Stores prepared first versions: as one statement, atomic on its own (no BEGIN/COMMIT round trips), unless something
  * beside the rows must be written with them (secrets; a Subscription's state), which takes a transaction.
  */
-export async function storeCreates(db: Db, ctx: RepoContext, items: readonly PreparedWrite[]): Promise<void> {
+export async function storeCreates(db: Db, ctx: RepoContext, all: readonly PreparedWrite[]): Promise<void> {
   if (
-    items.some((p) => p.secrets.length > 0 || p.resource.resourceType === 'Subscription') ||
-    needsTransaction(items)
+    all.some((p) => p.secrets.length > 0 || p.resource.resourceType === 'Subscription') ||
+    needsTransaction(all) ||
+    ctx.audit?.provenance
   ) {
-    await db.transaction((tx) => commitCreates(tx, ctx, items));
+    await db.transaction((tx) => commitCreates(tx, ctx, all));
     return;
   }
-  await checkWriteRules(db, ctx, items);
+  await checkWriteRules(db, ctx, all);
+  const { rows, rest: items } = splitAuditCreates(all);
   await prepareCustomIndex(db, ctx, items);
   await storeBinaryContent(ctx, items);
-  await insertResources(db, items, await createEvents(db, ctx, items));
+  const events = await createEvents(db, ctx, items);
+  // The request's AuditEvent of these creates goes into the same statement (API.md §10).
+  const mark = ctx.audit?.mark();
+  ctx.audit?.wrote(createdVersions(all));
+  const own = ctx.audit?.takeWrites();
+  try {
+    await insertResources(db, items, events, own ? [...rows, own] : rows);
+  } catch (err) {
+    if (mark) ctx.audit?.rollback(mark);
+    throw err;
+  }
+}
+
+/** The versions first-version writes store, as the audit recorder hears of them. */
+function createdVersions(items: readonly PreparedWrite[]): WrittenVersion[] {
+  return items.map((it) => ({
+    resourceType: it.resource.resourceType,
+    id: it.resource.id as string,
+    versionId: it.versionId,
+    interaction: 'create',
+    resource: it.resource,
+  }));
 }
 
 export function createdResult(p: PreparedWrite): FhirResult {

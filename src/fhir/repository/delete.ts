@@ -39,6 +39,7 @@ export async function deleteInTx(
     { resource: null, projectId: row.project_id, versionId, lastUpdated: ctx.clock() },
     events,
   );
+  ctx.audit?.wrote([{ resourceType, id, versionId, interaction: 'delete', resource: row.json }]);
   return {
     status: 200,
     body: outcome('information', 'informational', `Deleted ${resourceType}/${id}`),

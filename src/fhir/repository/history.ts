@@ -1,4 +1,5 @@
 // instance and type history: https://hl7.org/fhir/R4/http.html#history
+import { AUDIT_EVENT } from './audit-events.js';
 import type { Queryable } from '../../storage/db.js';
 import { assertRead, canRead } from '../access.js';
 import { resourceTypes } from '../definitions/index.js';
@@ -108,6 +109,15 @@ export async function history(
   params: HistoryParams,
   selfUrl: string,
 ): Promise<FhirResult> {
+  if (resourceType === AUDIT_EVENT)
+    throw new FhirError(
+      'not-supported',
+      'AuditEvents have no history: each has one version',
+      'audit.history',
+      {
+        status: 405,
+      },
+    );
   // SMART: instance history is a read (r), type history a search (s).
   if (resourceType !== undefined)
     assertRead(ctx.actor, resourceType, id === undefined ? 'search' : 'read', id);

@@ -1,4 +1,5 @@
 // read and vread: https://hl7.org/fhir/R4/http.html#read, #vread
+import { AUDIT_EVENT, readAuditEvent } from './audit-events.js';
 import type { Queryable } from '../../storage/db.js';
 import { assertRead } from '../access.js';
 import { FhirError } from '../outcome.js';
@@ -84,6 +85,7 @@ export async function readResource(
   resourceType: string,
   id: string,
 ): Promise<FhirResult> {
+  if (resourceType === AUDIT_EVENT) return readAuditEvent(db, ctx, id);
   try {
     return await rowResult(ctx, await readLiveRow(db, ctx, resourceType, id));
   } catch (err) {
@@ -104,6 +106,7 @@ export async function vreadResource(
   id: string,
   versionId: string,
 ): Promise<FhirResult> {
+  if (resourceType === AUDIT_EVENT) return readAuditEvent(db, ctx, id, versionId);
   return rowResult(ctx, await readVersionRow(db, ctx, resourceType, id, versionId));
 }
 

@@ -1,4 +1,5 @@
 // search (type level, GET and POST _search): https://hl7.org/fhir/R4/http.html#search, search.html
+import { AUDIT_EVENT, searchAuditEvents } from './audit-events.js';
 import type { Queryable } from '../../storage/db.js';
 import { assertChainsReadable, canRead, searchScope } from '../access.js';
 import { bundleToJson, type BundleEntryText } from '../bundle.js';
@@ -59,6 +60,11 @@ export async function searchResources(
   selfUrl: string,
   opts: { compartment?: SearchRequest['compartment']; lenient?: boolean } = {},
 ): Promise<FhirResult> {
+  if (resourceType === AUDIT_EVENT)
+    return searchAuditEvents(db, ctx, query, selfUrl, {
+      ...(opts.compartment ? { compartment: opts.compartment } : {}),
+      ...(opts.lenient ? { lenient: true } : {}),
+    });
   const scope = searchScope(ctx.actor, ctx.author, resourceType, ctx.scope);
   // A conformance type's search also returns the shared resources (API.md §9), a compartment search does not.
   const shared =

@@ -6,6 +6,8 @@ import { indexCtes, replaceIndexCtes } from '../search/index-writer.js';
 import type { ExtractedValues } from '../search/extract-composite.js';
 import type { OutboxEvent } from '../subscriptions/model.js';
 import { outboxCte } from '../subscriptions/outbox.js';
+import type { AuditRow } from '../../audit/model.js';
+import { auditCte, insertAuditRows } from '../../audit/writer.js';
 
 export interface StoredRow {
   rid: number;
@@ -69,8 +71,9 @@ export async function insertResources(
   tx: Queryable,
   items: readonly NewVersion[],
   events: readonly OutboxEvent[] = [],
+  audit: readonly AuditRow[] = [],
 ): Promise<void> {
-  if (items.length === 0) return;
+  if (items.length === 0) return insertAuditRows(tx, audit);
   // Each resource is serialised once, here: the row around it is small, and the answer (stringifyJson of the same
   // object, reply.ts or a Bundle entry) reuses the text.
   const rows = items.map((it) => {
@@ -89,6 +92,9 @@ export async function insertResources(
   // The subscription events of these versions, in the same statement: stored exactly when the versions are.
   const outbox = outboxCte(events, params);
   if (outbox) index.push(outbox);
+  // The AuditEvent of the request that writes them (API.md §10), in the same statement too.
+  const audited = auditCte(audit, params);
+  if (audited) index.push(audited);
   await tx.query(
     `WITH ins AS (
        INSERT INTO resources (resource_type, id, project_id, version_id, last_updated, deleted, content)

@@ -74,6 +74,15 @@ export async function writeNextVersion(
   );
   const events = ctx.subscriptions ? await ctx.subscriptions.eventsFor(tx, [change]) : [];
   await writeVersion(tx, row.rid, row.resource_type, row.id, prepared, events);
+  ctx.audit?.wrote([
+    {
+      resourceType: row.resource_type,
+      id: row.id,
+      versionId: prepared.versionId,
+      interaction: row.deleted ? 'create' : 'update',
+      resource: prepared.resource,
+    },
+  ]);
   if (prepared.secrets.length) await storeSecrets(tx, row.resource_type, row.id, prepared.secrets);
   return { ...createdResult(prepared), status: 200 };
 }

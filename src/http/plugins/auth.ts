@@ -58,5 +58,11 @@ export function repoContext(
 ): RepoContext {
   const p = principalOf(request);
   const actor = actorOf(p);
-  return { actor, scope: scopeOf(p, actor), author: p.profile, ...env };
+  return {
+    actor,
+    scope: scopeOf(p, actor),
+    author: p.profile,
+    ...env,
+    ...(request.audit ? { audit: request.audit } : {}),
+  };
 }

@@ -1,5 +1,6 @@
 // Binary over REST (https://hl7.org/fhir/R4/binary.html#rest): POST {fhir}/Binary and PUT {fhir}/Binary/<id> take any
 // Content-Type, raw bytes becoming the Binary's content; reads answer the raw bytes unless FHIR JSON is asked for.
+import { withAudit } from '../../fhir/repository/audit-writes.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isResourceType } from '../../fhir/definitions/index.js';
 import { FhirError } from '../../fhir/outcome.js';
@@ -82,7 +83,8 @@ export function binaryRoutes(app: FastifyInstance, deps: BinaryRouteDeps): void 
     b.post('/Binary', async (req, reply) => {
       const body = binaryOf(req);
       const ifNoneExist = header(req, 'if-none-exist');
-      const result = await createResource(deps.db, deps.ctx(req), body, ifNoneExist ? { ifNoneExist } : {});
+      const c = deps.ctx(req);
+      const result = await createResource(withAudit(deps.db, c), c, body, ifNoneExist ? { ifNoneExist } : {});
       deps.written(1);
       return deps.send(reply, preferReturn(req, result));
     });
@@ -90,9 +92,10 @@ export function binaryRoutes(app: FastifyInstance, deps: BinaryRouteDeps): void 
     b.put<{ Params: { id: string } }>('/Binary/:id', async (req, reply) => {
       const body = binaryOf(req, req.params.id);
       const ifMatch = header(req, 'if-match');
+      const c = deps.ctx(req);
       const result = await updateResource(
-        deps.db,
-        deps.ctx(req),
+        withAudit(deps.db, c),
+        c,
         'Binary',
         req.params.id,
         body,

@@ -25,6 +25,7 @@ import { readBinaryContent, readResource, vreadResource } from '../../fhir/repos
 import { subsetRead } from '../../fhir/search/summary.js';
 import { searchResources } from '../../fhir/repository/search.js';
 import { processTransaction } from '../../fhir/repository/transaction.js';
+import { withAudit } from '../../fhir/repository/audit-writes.js';
 import { updateResource } from '../../fhir/repository/update.js';
 import { RawBytes, StreamedJson, type FhirResult } from '../../fhir/result.js';
 import type { Db } from '../../storage/db.js';
@@ -97,6 +98,11 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     ...(deps.searchParams ? { searchParams: deps.searchParams } : {}),
   };
   const ctx = (req: FastifyRequest): RepoContext => repoContext(req, env);
+  /** A write's database and context: its transactions store the request's AuditEvent (and X-Provenance). */
+  const w = (req: FastifyRequest): readonly [Db, RepoContext] => {
+    const c = ctx(req);
+    return [withAudit(deps.db, c), c];
+  };
   const send = (reply: FastifyReply, r: FhirResult): FastifyReply => sendResult(reply, r, deps.fhirBase);
   /**
    * Sends a read's result; a large one (a Binary's content or its JSON, streamed) first takes a large-response slot
@@ -140,11 +146,11 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
 
   app.post('/', async (req, reply) => {
     const type = (req.body as { type?: unknown } | undefined)?.type;
-    const c = ctx(req);
+    const [db, c] = w(req);
     const r =
       type === 'transaction'
-        ? await processTransaction(deps.db, c, req.body, deps.maxBundleEntries)
-        : await processBatch(deps.db, c, req.body, deps.maxBundleEntries, (err) =>
+        ? await processTransaction(db, c, req.body, deps.maxBundleEntries)
+        : await processBatch(db, c, req.body, deps.maxBundleEntries, (err) =>
             req.log.error({ err }, 'batch entry failed'),
           );
     const entries = (req.body as { entry?: unknown } | undefined)?.entry;
@@ -183,7 +189,7 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     assertType(req.params.type);
     const body = assertBody(req.body, req.params.type);
     const ifNoneExist = header(req, 'if-none-exist');
-    const result = await createResource(deps.db, ctx(req), body, ifNoneExist ? { ifNoneExist } : {});
+    const result = await createResource(...w(req), body, ifNoneExist ? { ifNoneExist } : {});
     deps.written(1);
     return send(reply, preferReturn(req, result));
   });
@@ -238,14 +244,7 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
       reply,
       preferReturn(
         req,
-        await updateResource(
-          deps.db,
-          ctx(req),
-          req.params.type,
-          req.params.id,
-          body,
-          ifMatch ? { ifMatch } : {},
-        ),
+        await updateResource(...w(req), req.params.type, req.params.id, body, ifMatch ? { ifMatch } : {}),
       ),
     );
   });
@@ -257,21 +256,14 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
       reply,
       preferReturn(
         req,
-        await patchResource(
-          deps.db,
-          ctx(req),
-          req.params.type,
-          req.params.id,
-          req.body,
-          ifMatch ? { ifMatch } : {},
-        ),
+        await patchResource(...w(req), req.params.type, req.params.id, req.body, ifMatch ? { ifMatch } : {}),
       ),
     );
   });
 
   app.delete<P<{ type: string; id: string }>>('/:type/:id', async (req, reply) => {
     assertType(req.params.type);
-    return send(reply, await deleteResource(deps.db, ctx(req), req.params.type, req.params.id));
+    return send(reply, await deleteResource(...w(req), req.params.type, req.params.id));
   });
 
   app.get<P<{ type: string; id: string; vid: string }>>('/:type/:id/_history/:vid', async (req, reply) => {
@@ -294,22 +286,16 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     assertType(req.params.type);
     const cond = condition(req);
     const body = assertBody(req.body, req.params.type);
-    return send(
-      reply,
-      preferReturn(req, await conditionalUpdate(deps.db, ctx(req), req.params.type, cond, body)),
-    );
+    return send(reply, preferReturn(req, await conditionalUpdate(...w(req), req.params.type, cond, body)));
   });
   app.patch<P<{ type: string }>>('/:type', async (req, reply) => {
     assertType(req.params.type);
     const cond = condition(req);
-    return send(
-      reply,
-      preferReturn(req, await conditionalPatch(deps.db, ctx(req), req.params.type, cond, req.body)),
-    );
+    return send(reply, preferReturn(req, await conditionalPatch(...w(req), req.params.type, cond, req.body)));
   });
   app.delete<P<{ type: string }>>('/:type', async (req, reply) => {
     assertType(req.params.type);
-    return send(reply, await conditionalDelete(deps.db, ctx(req), req.params.type, condition(req)));
+    return send(reply, await conditionalDelete(...w(req), req.params.type, condition(req)));
   });
 
   // Everything else on these paths is a 405 with an OperationOutcome (not Fastify's plain 404).

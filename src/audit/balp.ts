@@ -1,0 +1,218 @@
+// Builds an AuditEvent as IHE Basic Audit Log Patterns says (https://profiles.ihe.net/ITI/BALP/, R4 AuditEvent) from
+// what a request was, who made it and what it touched, and the stored row around it (model.ts AuditRow). The one
+// place that knows the codes; the HTTP layer and the repository only say what happened.
+import type { AuditAgent, AuditEntity, AuditKind, AuditRow, RestInteraction } from './model.js';
+
+const AUDIT_TYPE = 'http://terminology.hl7.org/CodeSystem/audit-event-type';
+const INTERACTION = 'http://hl7.org/fhir/restful-interaction';
+const DCM = 'http://dicom.nema.org/resources/ontology/DCM';
+const ENTITY_TYPE = 'http://terminology.hl7.org/CodeSystem/audit-entity-type';
+const OBJECT_ROLE = 'http://terminology.hl7.org/CodeSystem/object-role';
+const SOURCE_TYPE = 'http://terminology.hl7.org/CodeSystem/security-source-type';
+
+const ACTION: Record<AuditKind, string> = {
+  create: 'C',
+  read: 'R',
+  vread: 'R',
+  search: 'R',
+  history: 'R',
+  update: 'U',
+  patch: 'U',
+  delete: 'D',
+  batch: 'E',
+  transaction: 'E',
+  operation: 'E',
+  login: 'E',
+  logout: 'E',
+};
+
+/** What one request (or one write of a batch) amounts to: everything its AuditEvent says. */
+export interface AuditFacts {
+  id: string;
+  kind: AuditKind;
+  /** The project of the request's login ('' none). */
+  projectId: string;
+  recorded: Date;
+  /** The HTTP status answered (a write stored in its own transaction: its success). */
+  status: number;
+  /** Why it failed (the OperationOutcome's or OAuth error's text), for `outcomeDesc`. */
+  failure?: string;
+  agent: AuditAgent;
+  entities: readonly AuditEntity[];
+  /** `Patient/<id>` of each patient whose data the request read or wrote. */
+  patients: readonly string[];
+  /** A search's query string (without `?`), recorded base64 in `entity.query`. */
+  query?: string;
+  /** What the request named: `GET Observation`, `POST $export`…, the query entity's description. */
+  description?: string;
+  /** Where this server is: the FHIR base (destination agent) and the base URL (source observer). */
+  server: { fhirBase: string; baseUrl: string };
+}
+
+/** BALP's outcome: 0 success, 4 minor failure (a 4xx), 8 serious failure (a 5xx). */
+export function outcomeOf(status: number): '0' | '4' | '8' {
+  return status >= 500 ? '8' : status >= 400 ? '4' : '0';
+}
+
+const coding = (system: string, code: string, display?: string) => ({
+  system,
+  code,
+  ...(display ? { display } : {}),
+});
+
+function typeOf(kind: AuditKind) {
+  if (kind === 'login' || kind === 'logout') {
+    return {
+      type: coding(DCM, '110114', 'User Authentication'),
+      subtype: [kind === 'login' ? coding(DCM, '110122', 'Login') : coding(DCM, '110123', 'Logout')],
+    };
+  }
+  return {
+    type: coding(AUDIT_TYPE, 'rest', 'Restful Operation'),
+    subtype: [coding(INTERACTION, kind, kind satisfies RestInteraction)],
+  };
+}
+
+function agents(f: AuditFacts): Record<string, unknown>[] {
+  const a = f.agent;
+  const who = a.who
+    ? { reference: a.who }
+    : a.identifier !== undefined
+      ? { identifier: { value: a.identifier } }
+      : undefined;
+  const out: Record<string, unknown>[] = [
+    {
+      type: { coding: [coding(DCM, '110153', 'Source Role ID')] },
+      ...(who ? { who } : {}),
+      ...(a.membership ? { altId: a.membership } : {}),
+      requestor: true,
+      ...(a.address ? { network: { address: a.address, type: '2' } } : {}),
+    },
+  ];
+  if (a.client && a.client !== a.who) {
+    out.push({
+      type: { coding: [coding(DCM, '110150', 'Application')] },
+      who: { reference: a.client },
+      requestor: false,
+    });
+  }
+  out.push({
+    type: { coding: [coding(DCM, '110152', 'Destination Role ID')] },
+    who: { display: f.server.fhirBase },
+    requestor: false,
+  });
+  return out;
+}
+
+function entities(f: AuditFacts): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = [];
+  const patients = new Set(f.patients);
+  for (const e of f.entities) {
+    // A Patient read or written is named once, as the patient entity BALP asks for, with its version.
+    const isPatient = patients.has(e.reference);
+    if (isPatient) patients.delete(e.reference);
+    out.push({
+      what: { reference: e.version ? `${e.reference}/_history/${e.version}` : e.reference },
+      type: isPatient ? coding(ENTITY_TYPE, '1', 'Person') : coding(ENTITY_TYPE, '2', 'System Object'),
+      role: isPatient ? coding(OBJECT_ROLE, '1', 'Patient') : coding(OBJECT_ROLE, '4', 'Domain Resource'),
+    });
+  }
+  if (f.query !== undefined) {
+    out.push({
+      type: coding(ENTITY_TYPE, '2', 'System Object'),
+      role: coding(OBJECT_ROLE, '24', 'Query'),
+      ...(f.description ? { description: f.description } : {}),
+      query: Buffer.from(f.query, 'utf8').toString('base64'),
+    });
+  }
+  for (const p of patients) {
+    out.push({
+      what: { reference: p },
+      type: coding(ENTITY_TYPE, '1', 'Person'),
+      role: coding(OBJECT_ROLE, '1', 'Patient'),
+    });
+  }
+  return out;
+}
+
+/** The AuditEvent of `f` and its stored row. */
+export function auditRow(f: AuditFacts): AuditRow {
+  const { type, subtype } = typeOf(f.kind);
+  const recorded = f.recorded.toISOString();
+  const outcome = outcomeOf(f.status);
+  const event = {
+    resourceType: 'AuditEvent',
+    id: f.id,
+    meta: { versionId: '1', lastUpdated: recorded },
+    type,
+    subtype,
+    action: ACTION[f.kind],
+    recorded,
+    outcome,
+    ...(outcome !== '0' && f.failure ? { outcomeDesc: f.failure.slice(0, 1000) } : {}),
+    agent: agents(f),
+    source: {
+      observer: { display: f.server.baseUrl },
+      type: [coding(SOURCE_TYPE, '4', 'Application Server')],
+    },
+    ...(() => {
+      const e = entities(f);
+      return e.length ? { entity: e } : {};
+    })(),
+  };
+  const agentRefs = [f.agent.who, f.agent.membership, f.agent.client].filter(
+    (x): x is string => typeof x === 'string',
+  );
+  return {
+    id: f.id,
+    projectId: f.projectId,
+    recorded: f.recorded,
+    type: `${type.system}|${type.code}`,
+    subtype: subtype.map((s) => `${s.system}|${s.code}`),
+    action: ACTION[f.kind],
+    outcome,
+    agents: [...new Set(agentRefs)],
+    entities: [...new Set(f.entities.map((e) => e.reference))],
+    patients: [...new Set(f.patients)],
+    content: JSON.stringify(event),
+  };
+}
+
+/**
+ * The row of an AuditEvent a client stores itself (API.md §10 "clients may create their own"): its columns read from
+ * the resource as given.
+ */
+export function clientAuditRow(
+  resource: Record<string, unknown>,
+  projectId: string,
+  recorded: Date,
+): AuditRow {
+  const arr = (v: unknown): Record<string, unknown>[] =>
+    Array.isArray(v) ? v.filter((x): x is Record<string, unknown> => !!x && typeof x === 'object') : [];
+  const ref = (v: unknown): string | undefined => {
+    const r = (v as { reference?: unknown } | undefined)?.reference;
+    return typeof r === 'string' ? r.replace(/\/_history\/.*$/, '') : undefined;
+  };
+  const tok = (c: unknown): string => {
+    const x = (c ?? {}) as { system?: unknown; code?: unknown };
+    return `${typeof x.system === 'string' ? x.system : ''}|${typeof x.code === 'string' ? x.code : ''}`;
+  };
+  const entityRefs = arr(resource.entity)
+    .map((e) => ref(e.what))
+    .filter((x): x is string => !!x);
+  const id = resource.id as string;
+  const content = JSON.stringify(resource);
+  return {
+    id,
+    projectId,
+    recorded: typeof resource.recorded === 'string' ? new Date(resource.recorded) : recorded,
+    type: tok(resource.type),
+    subtype: arr(resource.subtype).map(tok),
+    action: typeof resource.action === 'string' ? resource.action : null,
+    outcome: typeof resource.outcome === 'string' ? resource.outcome : '',
+    agents: [...new Set(arr(resource.agent).flatMap((a) => [ref(a.who)].filter((x): x is string => !!x)))],
+    entities: [...new Set(entityRefs)],
+    patients: [...new Set(entityRefs.filter((r) => r.startsWith('Patient/')))],
+    content,
+  };
+}

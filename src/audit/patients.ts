@@ -1,0 +1,50 @@
+// The patients whose data an answer or a written resource holds (BALP's patient entity, API.md §10): every Patient a
+// resource is or refers to. Read from the JSON text without parsing it (an answer is scanned once, after it is sent),
+// or from a resource object by walking it.
+
+/** Most patient entities one AuditEvent names (a page of 1000 resources about 1000 patients names them all). */
+export const MAX_PATIENTS = 1000;
+
+const ID = '[A-Za-z0-9\\-.]{1,64}';
+// `"reference": "Patient/1"`, also absolute or versioned; `"fullUrl": ".../Patient/1"`; a Patient resource itself.
+const PATTERNS = [
+  new RegExp(`"reference"\\s*:\\s*"(?:[^"\\\\]*/)?Patient/(${ID})(?:/_history/[^"\\\\]*)?"`, 'g'),
+  new RegExp(`"fullUrl"\\s*:\\s*"[^"\\\\]*/Patient/(${ID})"`, 'g'),
+  new RegExp(`"resourceType"\\s*:\\s*"Patient"\\s*,\\s*"id"\\s*:\\s*"(${ID})"`, 'g'),
+];
+
+/** `Patient/<id>` of each patient `text` (FHIR JSON: a resource, a Bundle, Parameters) holds data of. */
+export function patientsInJson(text: string, into: Set<string> = new Set()): Set<string> {
+  if (!text.includes('Patient')) return into;
+  for (const re of PATTERNS) {
+    re.lastIndex = 0;
+    for (let m = re.exec(text); m && into.size < MAX_PATIENTS; m = re.exec(text)) into.add(`Patient/${m[1]}`);
+  }
+  return into;
+}
+
+/** The patients a written version is about: itself when it is a Patient, and every Patient it refers to. */
+export function patientsOfResource(resourceType: string, id: string, resource: unknown): string[] {
+  const out = new Set<string>();
+  if (resourceType === 'Patient') out.add(`Patient/${id}`);
+  if (typeof resource === 'string') patientsInJson(resource, out);
+  else if (resource && typeof resource === 'object') walk(resource, out, 0);
+  return [...out];
+}
+
+const REF = new RegExp(`^(?:.*/)?Patient/(${ID})(?:/_history/.*)?$`);
+
+function walk(value: unknown, out: Set<string>, depth: number): void {
+  if (depth > 64 || out.size >= MAX_PATIENTS) return;
+  if (Array.isArray(value)) {
+    for (const v of value) walk(v, out, depth + 1);
+    return;
+  }
+  if (!value || typeof value !== 'object') return;
+  for (const [k, v] of Object.entries(value)) {
+    if (k === 'reference' && typeof v === 'string') {
+      const m = REF.exec(v);
+      if (m) out.add(`Patient/${m[1]}`);
+    } else if (typeof v === 'object') walk(v, out, depth + 1);
+  }
+}

@@ -1,0 +1,132 @@
+// Stores AuditEvent rows (API.md §10 "Nothing is lost"): a write's rows go into the write's own statement (auditCte)
+// or transaction (insertAuditRows); everything else is buffered and inserted in one statement per batch, at most
+// `intervalMs` (one second) after it was recorded, and on close (a graceful stop flushes what is left). With
+// `auditLog: stdout` every row is also written to a sink (standard output) as one JSON line once it is stored.
+import type { Queryable } from '../storage/db.js';
+import type { AuditRow } from './model.js';
+
+const COLUMNS =
+  'id, project_id, recorded, type, subtype, action, outcome, agents, entities, patients, content';
+
+function rowsParam(rows: readonly AuditRow[]): string {
+  return JSON.stringify(
+    rows.map((r) => ({
+      id: r.id,
+      project_id: r.projectId,
+      recorded: r.recorded.toISOString(),
+      type: r.type,
+      subtype: r.subtype,
+      action: r.action,
+      outcome: r.outcome,
+      agents: r.agents,
+      entities: r.entities,
+      patients: r.patients,
+      content: r.content,
+    })),
+  );
+}
+
+const SELECT = (param: string) =>
+  `SELECT ${COLUMNS} FROM json_to_recordset(${param}::json) AS x(id text, project_id text, recorded timestamptz,
+     type text, subtype text[], action text, outcome text, agents text[], entities text[], patients text[], content text)`;
+
+/** A CTE (for a write's own statement) that inserts `rows`, its parameter pushed onto `params`; none for no rows. */
+export function auditCte(rows: readonly AuditRow[], params: unknown[]): string | undefined {
+  if (rows.length === 0) return undefined;
+  params.push(rowsParam(rows));
+  return `audit AS (INSERT INTO audit_events (${COLUMNS}) ${SELECT(`$${params.length}`)})`;
+}
+
+/** Inserts `rows` in one statement. */
+export async function insertAuditRows(db: Queryable, rows: readonly AuditRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  await db.query(`INSERT INTO audit_events (${COLUMNS}) ${SELECT('$1')}`, [rowsParam(rows)]);
+}
+
+export interface AuditWriter {
+  /** Buffers the row of a request that wrote nothing (or failed): stored within `intervalMs`. */
+  add(row: AuditRow): void;
+  /** Tells the writer of rows already stored with their write (for the log mirror). */
+  stored(rows: readonly AuditRow[]): void;
+  /** Stores what is buffered now. */
+  flush(): Promise<void>;
+  /** Stops the timer and stores what is left. */
+  close(): Promise<void>;
+}
+
+export interface AuditWriterOptions {
+  db: Queryable;
+  /** Longest time a buffered row waits (default 1000 ms). */
+  intervalMs?: number;
+  /** Rows per INSERT (default 500): a full batch is stored at once. */
+  maxBatch?: number;
+  /** Rows kept while the database cannot be reached (default 100,000); beyond it the oldest are logged and dropped. */
+  maxBuffered?: number;
+  /** `auditLog: stdout`: where each stored row's JSON goes, one line each. */
+  mirror?: (line: string) => void;
+  log?: { error(obj: unknown, msg: string): void };
+}
+
+export function createAuditWriter(opts: AuditWriterOptions): AuditWriter {
+  const intervalMs = opts.intervalMs ?? 1000;
+  const maxBatch = opts.maxBatch ?? 500;
+  const maxBuffered = opts.maxBuffered ?? 100_000;
+  let buffer: AuditRow[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> = Promise.resolve();
+  let closed = false;
+
+  const mirror = (rows: readonly AuditRow[]): void => {
+    if (opts.mirror) for (const r of rows) opts.mirror(r.content);
+  };
+
+  async function store(): Promise<void> {
+    while (buffer.length > 0) {
+      const batch = buffer.slice(0, maxBatch);
+      try {
+        await insertAuditRows(opts.db, batch);
+      } catch (err) {
+        // Kept for the next attempt (the database may be restarting); never more than maxBuffered rows.
+        opts.log?.error({ err, rows: buffer.length }, 'audit events could not be stored; retrying');
+        if (buffer.length > maxBuffered) {
+          const dropped = buffer.splice(0, buffer.length - maxBuffered);
+          opts.log?.error(
+            { dropped: dropped.length, ids: dropped.slice(0, 10).map((r) => r.id) },
+            'audit buffer full: oldest events dropped',
+          );
+        }
+        schedule();
+        return;
+      }
+      buffer = buffer.slice(batch.length);
+      mirror(batch);
+    }
+  }
+
+  function run(): Promise<void> {
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    running = running.then(store, store);
+    return running;
+  }
+
+  function schedule(): void {
+    if (timer || closed) return;
+    timer = setTimeout(() => void run(), intervalMs);
+    timer.unref?.();
+  }
+
+  return {
+    add(row) {
+      buffer.push(row);
+      if (buffer.length >= maxBatch) void run();
+      else schedule();
+    },
+    stored: mirror,
+    flush: run,
+    async close() {
+      closed = true;
+      await run();
+    },
+  };
+}
