@@ -6,20 +6,31 @@
 export const MAX_PATIENTS = 1000;
 
 const ID = '[A-Za-z0-9\\-.]{1,64}';
-// `"reference": "Patient/1"`, also absolute or versioned; `"fullUrl": ".../Patient/1"`; a Patient resource itself.
-const PATTERNS = [
-  new RegExp(`"reference"\\s*:\\s*"(?:[^"\\\\]*/)?Patient/(${ID})(?:/_history/[^"\\\\]*)?"`, 'g'),
-  new RegExp(`"fullUrl"\\s*:\\s*"[^"\\\\]*/Patient/(${ID})"`, 'g'),
-  new RegExp(`"resourceType"\\s*:\\s*"Patient"\\s*,\\s*"id"\\s*:\\s*"(${ID})"`, 'g'),
-];
+// `"reference": "Patient/1"`, also absolute or versioned.
+const REFERENCE = new RegExp(
+  `"reference"\\s*:\\s*"(?:[^"\\\\]*/)?Patient/(${ID})(?:/_history/[^"\\\\]*)?"`,
+  'g',
+);
+const HOLDS_PATIENT = /"resourceType"\s*:\s*"Patient"/;
 
-/** `Patient/<id>` of each patient `text` (FHIR JSON: a resource, a Bundle, Parameters) holds data of. */
+/**
+ * `Patient/<id>` of each patient `text` (FHIR JSON: a resource, a Bundle, Parameters) holds data of. References are
+ * found in the text; only an answer that holds Patient resources themselves (whose ids may stand anywhere in them) is
+ * parsed and walked.
+ */
 export function patientsInJson(text: string, into: Set<string> = new Set()): Set<string> {
   if (!text.includes('Patient')) return into;
-  for (const re of PATTERNS) {
-    re.lastIndex = 0;
-    for (let m = re.exec(text); m && into.size < MAX_PATIENTS; m = re.exec(text)) into.add(`Patient/${m[1]}`);
+  if (HOLDS_PATIENT.test(text)) {
+    try {
+      walk(JSON.parse(text), into, 0);
+      return into;
+    } catch {
+      // Not JSON after all: the references in the text are still read below.
+    }
   }
+  REFERENCE.lastIndex = 0;
+  for (let m = REFERENCE.exec(text); m && into.size < MAX_PATIENTS; m = REFERENCE.exec(text))
+    into.add(`Patient/${m[1]}`);
   return into;
 }
 
@@ -32,6 +43,7 @@ export function patientsOfResource(resourceType: string, id: string, resource: u
   return [...out];
 }
 
+const RAW_ID = new RegExp(`^${ID}$`);
 const REF = new RegExp(`^(?:.*/)?Patient/(${ID})(?:/_history/.*)?$`);
 
 function walk(value: unknown, out: Set<string>, depth: number): void {
@@ -41,6 +53,9 @@ function walk(value: unknown, out: Set<string>, depth: number): void {
     return;
   }
   if (!value || typeof value !== 'object') return;
+  const r = value as { resourceType?: unknown; id?: unknown };
+  if (r.resourceType === 'Patient' && typeof r.id === 'string' && RAW_ID.test(r.id))
+    out.add(`Patient/${r.id}`);
   for (const [k, v] of Object.entries(value)) {
     if (k === 'reference' && typeof v === 'string') {
       const m = REF.exec(v);

@@ -83,6 +83,8 @@ export interface TestAppExtras {
   socketLimits?: Partial<SocketLimits>;
   /** Websocket limits (default: the server's). */
   websocketLimits?: Partial<WsLimits>;
+  /** Where `auditLog: stdout` writes each AuditEvent line (default: standard output). */
+  auditMirror?: (line: string) => void;
   /** Start a job runner with these options. */
   jobs?: Partial<Pick<RunnerOptions, 'afterChunk' | 'leaseMs' | 'pollMs' | 'concurrency' | 'maxAttempts'>> & {
     exportPageSize?: number;
@@ -146,6 +148,7 @@ export async function startTestApp(
     ...(extras.websocketLimits ? { websocketLimits: extras.websocketLimits } : {}),
     ...(extras.logger ? { logger: extras.logger } : {}),
     ...(extras.clock ? { clock: extras.clock } : {}),
+    ...(extras.auditMirror ? { auditMirror: extras.auditMirror } : {}),
   });
   let runner: JobRunner | undefined;
   let retention: RetentionSweeper | undefined;
@@ -400,4 +403,28 @@ export async function setUserPassword(
     payload: { password },
   });
   expect(res.statusCode, res.body).toBe(200);
+}
+
+/**
+ * The AuditEvents `token` finds with `query` (API.md §10), once `until` holds: reads' AuditEvents are stored in
+ * batches (within a second), so the search is repeated after flushing the buffer until they are there.
+ */
+export async function auditEvents(
+  t: TestApp,
+  token: string,
+  query: string,
+  until: (events: Record<string, unknown>[]) => boolean = (e) => e.length > 0,
+): Promise<Record<string, unknown>[]> {
+  let events: Record<string, unknown>[] = [];
+  for (let i = 0; i < 60; i++) {
+    await t.app.flushAudit?.();
+    const res = await t.request({ method: 'GET', url: `${t.fhir}/AuditEvent?${query}`, token });
+    expect(res.statusCode, res.body).toBe(200);
+    events = ((res.json() as { entry?: { resource: Record<string, unknown> }[] }).entry ?? []).map(
+      (e) => e.resource,
+    );
+    if (until(events)) return events;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return events;
 }

@@ -1,7 +1,7 @@
 // AuditEvent through the REST API (API.md §10): read, vread and search over the audit table (migration 018), never
 // among the resources; creates a client makes itself go there too; update, patch and delete do not exist (405).
 // Search reads the table's columns: date (recorded), agent, entity, patient (references), type, subtype, action,
-// outcome (tokens), _id; newest first, paged by a cursor on `seq`.
+// outcome (tokens), _id; newest first (`recorded`, then insertion order), paged by a cursor on both.
 import type { Queryable } from '../../storage/db.js';
 import { clientAuditRow } from '../../audit/balp.js';
 import type { AuditRow } from '../../audit/model.js';
@@ -140,7 +140,7 @@ export async function searchAuditEvents(
     );
   }
   let count = DEFAULT_COUNT;
-  let after: string | undefined;
+  let after: { ms: number; seq: string } | undefined;
   let ascending = false;
   for (const [rawName, raw] of Object.entries(query)) {
     if (raw === undefined) continue;
@@ -160,10 +160,12 @@ export async function searchAuditEvents(
           count = Math.min(n, MAX_COUNT);
           break;
         }
-        case '_cursor':
-          if (!/^\d{1,19}$/.test(value)) throw badParam('_cursor', value);
-          after = value;
+        case '_cursor': {
+          const m = /^(\d{1,16})-(\d{1,19})$/.exec(value);
+          if (!m) throw badParam('_cursor', value);
+          after = { ms: Number(m[1]), seq: m[2] as string };
           break;
+        }
         case '_sort':
           if (value !== 'date' && value !== '-date' && value !== '_lastUpdated' && value !== '-_lastUpdated')
             throw badParam('_sort', value);
@@ -228,15 +230,18 @@ export async function searchAuditEvents(
       }
     }
   }
-  if (after !== undefined) c.sql.push(`seq ${ascending ? '>' : '<'} ${add(c, after)}::bigint`);
+  if (after !== undefined) {
+    const at = `${add(c, new Date(after.ms).toISOString())}::timestamptz`;
+    c.sql.push(`(recorded, seq) ${ascending ? '>' : '<'} (${at}, ${add(c, after.seq)}::bigint)`);
+  }
   const where = c.sql.length ? `WHERE ${c.sql.join(' AND ')}` : '';
   const rows =
     count === 0
       ? []
       : (
-          await db.query<{ seq: string; id: string; content: string }>(
-            `SELECT seq::text AS seq, id, content FROM audit_events ${where}
-             ORDER BY seq ${ascending ? 'ASC' : 'DESC'} LIMIT ${count + 1}`,
+          await db.query<{ seq: string; id: string; content: string; recorded: Date }>(
+            `SELECT seq::text AS seq, id, content, recorded FROM audit_events ${where}
+             ORDER BY recorded ${ascending ? 'ASC' : 'DESC'}, seq ${ascending ? 'ASC' : 'DESC'} LIMIT ${count + 1}`,
             c.params,
           )
         ).rows;
@@ -244,7 +249,8 @@ export async function searchAuditEvents(
   const link = [{ relation: 'self', url: selfUrl }];
   if (rows.length > count) {
     const next = new URL(selfUrl);
-    next.searchParams.set('_cursor', (page[page.length - 1] as { seq: string }).seq);
+    const last = page[page.length - 1] as { seq: string; recorded: Date };
+    next.searchParams.set('_cursor', `${new Date(last.recorded).getTime()}-${last.seq}`);
     link.push({ relation: 'next', url: next.toString() });
   }
   const text = bundleToJson(

@@ -175,20 +175,43 @@ function failureOf(payload: string | null): string | undefined {
 
 const ETAG = /^W\/"(\d+)"$/;
 
+/** The resource a JSON answer is (an admin endpoint's ProjectMembership), read from its first properties. */
+function answeredResource(payload: string | null): string | undefined {
+  if (!payload || payload.length > 65_536 || !payload.startsWith('{"resourceType"')) return undefined;
+  try {
+    const r = JSON.parse(payload) as { resourceType?: unknown; id?: unknown };
+    return typeof r.resourceType === 'string' &&
+      typeof r.id === 'string' &&
+      r.resourceType !== 'OperationOutcome'
+      ? `${r.resourceType}/${r.id}`
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const ADMIN_TARGET: Record<string, string> = { projects: 'Project', users: 'User' };
+
 /** What the answer held: the resource a read returned, the query of a search, the patients of any. */
 function describe(request: FastifyRequest, reply: FastifyReply, rec: AuditRecorder, kind: AuditKind) {
   const path = pathOf(request.url);
   const segments = path.split('/').filter((s) => s !== '');
   const fhir = path.startsWith('/fhir/R4');
-  const [type, id] = fhir ? segments.slice(2) : [];
   const ok = reply.statusCode < 400;
+  const [type, id] = fhir ? segments.slice(2) : [];
   if (fhir && type && id && !id.startsWith('$') && !id.startsWith('_') && /^[A-Z]/.test(type)) {
-    if (kind === 'read' || kind === 'vread' || kind === 'operation' || !ok) {
+    if (kind === 'read' || kind === 'vread' || kind === 'history' || kind === 'operation' || !ok) {
       const etag = ETAG.exec(String(reply.getHeader('etag') ?? ''))?.[1];
-      const version = kind === 'vread' ? segments[5] : etag;
+      const version = kind === 'vread' ? segments[5] : kind === 'history' ? undefined : etag;
       rec.entities.push({ reference: `${type}/${id}`, ...(version && ok ? { version } : {}) });
       if (type === 'Patient') rec.patients.add(`Patient/${id}`);
     }
+  } else if (segments[0] === 'admin') {
+    // `/admin/projects/<id>/invite`, `/admin/users/<id>/password`: the project or user acted on, and what was made.
+    const target = ADMIN_TARGET[segments[1] ?? ''];
+    if (target && segments[2]) rec.entities.push({ reference: `${target}/${segments[2]}` });
+    const made = ok ? answeredResource(request.auditPayload) : undefined;
+    if (made) rec.entities.push({ reference: made });
   }
   if (ok && request.auditPayload && (request.method === 'GET' || request.method === 'POST'))
     patientsInJson(request.auditPayload, rec.patients);
@@ -204,9 +227,8 @@ function describe(request: FastifyRequest, reply: FastifyReply, rec: AuditRecord
   }
   const failure = ok ? undefined : failureOf(request.auditPayload);
   return {
-    ...(kind === 'search' || (kind === 'operation' && query)
-      ? { query, description: `${request.method} ${path}` }
-      : {}),
+    // A search's query; an operation's (or admin action's) request, so that the trail says which one it was.
+    ...(kind === 'search' || kind === 'operation' ? { query, description: `${request.method} ${path}` } : {}),
     ...(failure ? { failure } : {}),
   };
 }

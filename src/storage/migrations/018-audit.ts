@@ -2,7 +2,7 @@
 // Rows are only inserted (a write's AuditEvent in the write's own statement or transaction, reads' in batches) and,
 // once, sealed: the sealer (src/audit/chain.ts) gives each row its place in its project's hash chain (chain_no) and
 // the hash of that place (sha256 of the previous hash and the row's exact `content`). Retention deletes the oldest
-// rows by `seq`, which follows insertion time. Search reads the columns below, never the JSON.
+// rows by `recorded`. Search reads the columns below, never the JSON.
 // AuditEvents that clients stored as ordinary resources before this migration move here (unsealed, then sealed).
 export const version = 18;
 export const sql = `
@@ -27,8 +27,10 @@ CREATE TABLE audit_events (
   hash text
 );
 CREATE UNIQUE INDEX audit_events_id ON audit_events (id);
-CREATE INDEX audit_events_project ON audit_events (project_id, seq);
-CREATE INDEX audit_events_recorded ON audit_events (project_id, recorded);
+-- Searches page newest first by (recorded, seq), within a project or (a super administrator) across all; retention
+-- finds the oldest by the second.
+CREATE INDEX audit_events_project ON audit_events (project_id, recorded, seq);
+CREATE INDEX audit_events_recorded ON audit_events (recorded, seq);
 CREATE INDEX audit_events_patients ON audit_events USING gin (patients);
 CREATE INDEX audit_events_agents ON audit_events USING gin (agents);
 CREATE INDEX audit_events_entities ON audit_events USING gin (entities);
