@@ -6,6 +6,7 @@ import { completeSignIn, signOut, startSignIn } from './lib/auth.js';
 import { routeOf, type Env } from './lib/env.js';
 import { displayName, entries, type Bundle, type Resource } from './lib/fhir.js';
 import { loadSession } from './lib/session.js';
+import { AuditPage } from './pages/audit.js';
 import { CsvPage } from './pages/csv-builder.js';
 import { JobsPage } from './pages/jobs.js';
 import { ClientsPage } from './pages/clients.js';
@@ -39,6 +40,7 @@ const NAV: { route: string; label: string }[] = [
   { route: 'subscriptions', label: 'Subscriptions' },
   { route: 'csv', label: 'CSV builder' },
   { route: 'resources', label: 'Resources' },
+  { route: 'audit', label: 'Audit' },
 ];
 
 function SignIn({ env, error, route }: { env: Env; error?: string; route: string }) {
@@ -46,8 +48,8 @@ function SignIn({ env, error, route }: { env: Env; error?: string; route: string
     <main id="main" class="signin">
       <h1>Cinder console</h1>
       <p>
-        Administer a Cinder FHIR server: people, applications, export jobs, subscriptions, CSV exports and
-        resources.
+        Administer a Cinder FHIR server: people, applications, export jobs, subscriptions, CSV exports,
+        resources and the audit trail.
       </p>
       <ErrorBox error={error} />
       <button class="primary" onClick={() => void startSignIn(env, route)}>
@@ -192,6 +194,7 @@ export function App({ env }: { env: Env }) {
         {section === 'subscriptions' ? <SubscriptionsPage {...props} /> : null}
         {section === 'csv' ? <CsvPage {...props} /> : null}
         {section === 'resources' ? <ResourcesPage {...props} /> : null}
+        {section === 'audit' ? <AuditPage {...props} /> : null}
         {!NAV.some((n) => n.route === section) ? <p>No such page.</p> : null}
       </main>
     </>

@@ -553,6 +553,255 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
         .waitFor();
     });
 
+    /** AuditEvents POSTed for the Audit page (API.md §10: clients may create their own), and whom they name. */
+    const audit = { paula: '', quinn: '', pat1: '', pat2: '', client: '' };
+    const DCM = 'http://dicom.nema.org/resources/ontology/DCM';
+    /** The three events of February 2026 (noon UTC: the same local day in any browser zone within ±11 h). */
+    const FEB = {
+      read: '2026-02-10T12:00:00.000Z',
+      update: '2026-02-20T12:00:00.000Z',
+      login: '2026-02-21T12:00:00.000Z',
+    };
+    const SEARCHES = 55;
+    const auditEvent = (o: {
+      recorded: string;
+      subtype: { system: string; code: string; display: string };
+      action: string;
+      outcome: string;
+      outcomeDesc?: string;
+      who: Record<string, unknown>;
+      entity?: unknown[];
+      login?: boolean;
+    }) => ({
+      resourceType: 'AuditEvent',
+      type: o.login
+        ? { system: DCM, code: '110114', display: 'User Authentication' }
+        : {
+            system: 'http://terminology.hl7.org/CodeSystem/audit-event-type',
+            code: 'rest',
+            display: 'Restful Operation',
+          },
+      subtype: [o.subtype],
+      action: o.action,
+      recorded: o.recorded,
+      outcome: o.outcome,
+      ...(o.outcomeDesc ? { outcomeDesc: o.outcomeDesc } : {}),
+      agent: [
+        {
+          type: { coding: [{ system: DCM, code: '110153', display: 'Source Role ID' }] },
+          who: o.who,
+          requestor: true,
+          network: { address: '127.0.0.1', type: '2' },
+        },
+        {
+          type: { coding: [{ system: DCM, code: '110152', display: 'Destination Role ID' }] },
+          who: { display: `${base}fhir/R4` },
+          requestor: false,
+        },
+      ],
+      source: {
+        observer: { display: base },
+        type: [
+          {
+            system: 'http://terminology.hl7.org/CodeSystem/security-source-type',
+            code: '4',
+            display: 'Application Server',
+          },
+        ],
+      },
+      ...(o.entity ? { entity: o.entity } : {}),
+    });
+    const rest = (code: string) => ({
+      system: 'http://hl7.org/fhir/restful-interaction',
+      code,
+      display: code,
+    });
+    const entity = (reference: string, type: string, role: string) => ({
+      what: { reference },
+      type: { system: 'http://terminology.hl7.org/CodeSystem/audit-entity-type', code: type },
+      role: { system: 'http://terminology.hl7.org/CodeSystem/object-role', code: role },
+    });
+    const applyFilters = async (f: { from?: string; to?: string; agent?: string; patient?: string }) => {
+      await page.getByLabel('From', { exact: true }).fill(f.from ?? '');
+      await page.getByLabel('To', { exact: true }).fill(f.to ?? '');
+      await page.getByLabel('Agent', { exact: true }).fill(f.agent ?? '');
+      await page.getByLabel('Patient', { exact: true }).fill(f.patient ?? '');
+      await page.getByRole('button', { name: 'Apply filters' }).click();
+    };
+    /** The Who column of the rows shown, once the page shows `expected` (stale rows of the last filters may linger). */
+    const expectWho = async (expected: string[], more = false) => {
+      const who = () => page.locator('tr[data-audit] td.who strong').allTextContents();
+      await expect.poll(who).toEqual(expected);
+      const n = expected.length;
+      await page
+        .getByRole('status')
+        .filter({ hasText: new RegExp(`^${n} events? shown${more ? ', more to load' : ''}`) })
+        .waitFor();
+    };
+
+    it('lists AuditEvents: who, what, which resources and patients, the outcome in words, newest first', async () => {
+      const created = async (resource: Record<string, unknown>): Promise<string> => {
+        const res = await api('POST', `${t.fhir}/${resource.resourceType as string}`, resource);
+        expect(res.statusCode, res.body).toBe(201);
+        return (res.json() as { id: string }).id;
+      };
+      audit.paula = await created({
+        resourceType: 'Practitioner',
+        name: [{ given: ['Paula'], family: 'Reader' }],
+      });
+      audit.quinn = await created({
+        resourceType: 'Practitioner',
+        name: [{ given: ['Quinn'], family: 'Writer' }],
+      });
+      const patients = (await api('GET', `${t.fhir}/Patient?_count=2`)).json() as {
+        entry: { resource: { id: string } }[];
+      };
+      audit.pat1 = patients.entry[0]?.resource.id ?? '';
+      audit.pat2 = patients.entry[1]?.resource.id ?? '';
+      const clients = (await api('GET', `${t.fhir}/ClientApplication?name=Warehouse`)).json() as {
+        entry: { resource: { id: string } }[];
+      };
+      audit.client = clients.entry[0]?.resource.id ?? '';
+      expect([audit.pat1, audit.pat2, audit.client].every(Boolean)).toBe(true);
+
+      await created(
+        auditEvent({
+          recorded: FEB.read,
+          subtype: rest('read'),
+          action: 'R',
+          outcome: '0',
+          who: { reference: `Practitioner/${audit.paula}`, display: 'Paula Reader' },
+          entity: [
+            entity(`Observation/obs-1/_history/2`, '2', '4'),
+            entity(`Patient/${audit.pat1}`, '1', '1'),
+          ],
+        }),
+      );
+      await created(
+        auditEvent({
+          recorded: FEB.update,
+          subtype: rest('update'),
+          action: 'U',
+          outcome: '4',
+          outcomeDesc: 'Version conflict: expected version 2',
+          who: { reference: `Practitioner/${audit.quinn}`, display: 'Quinn Writer' },
+          entity: [
+            entity(`Patient/${audit.pat2}/_history/3`, '2', '4'),
+            entity(`Patient/${audit.pat2}`, '1', '1'),
+          ],
+        }),
+      );
+      await created(
+        auditEvent({
+          recorded: FEB.login,
+          login: true,
+          subtype: { system: DCM, code: '110122', display: 'Login' },
+          action: 'E',
+          outcome: '4',
+          outcomeDesc: 'Invalid email or password',
+          who: { identifier: { value: 'mallory@console.example' } },
+        }),
+      );
+      // A busy application's searches in January: more than a page of them.
+      for (let i = 0; i < SEARCHES; i++) {
+        await created(
+          auditEvent({
+            recorded: `2026-01-05T10:${String(i).padStart(2, '0')}:00.000Z`,
+            subtype: rest('search'),
+            action: 'E',
+            outcome: '0',
+            who: { reference: `ClientApplication/${audit.client}`, display: 'Warehouse' },
+            entity: [
+              {
+                type: { system: 'http://terminology.hl7.org/CodeSystem/audit-entity-type', code: '2' },
+                role: { system: 'http://terminology.hl7.org/CodeSystem/object-role', code: '24' },
+                query: Buffer.from(`gender=female&_count=${i + 1}`).toString('base64'),
+              },
+            ],
+          }),
+        );
+      }
+
+      await nav('Audit', 'Audit');
+      await page
+        .getByText(/^Every request to the FHIR API, sign-ins and admin actions are recorded/)
+        .waitFor();
+      expect(await page.getByText(/As a super administrator/).count()).toBe(0);
+      // Unfiltered: a first page (once the server records every request, the newest are the test's own).
+      await page
+        .getByRole('status')
+        .filter({ hasText: /events? shown/ })
+        .waitFor();
+      expect(await page.locator('tr[data-audit]').count()).toBeGreaterThan(0);
+      expect(await page.locator('tr[data-audit]').count()).toBeLessThanOrEqual(50);
+
+      // February: the three events, newest first, as people read them.
+      await applyFilters({ from: '2026-02-01', to: '2026-02-28' });
+      await expectWho(['mallory@console.example', 'Quinn Writer', 'Paula Reader']);
+      const [login, update, read] = [0, 1, 2].map((i) => page.locator('tr[data-audit]').nth(i));
+      expect(await login?.locator('td.who').textContent()).toContain('tried mallory@console.example');
+      expect(await login?.locator('td.what').textContent()).toContain('Sign-in');
+      expect(await login?.locator('td.outcome').textContent()).toBe(
+        'Client error (4xx)Invalid email or password',
+      );
+      expect(await update?.locator('td.what').textContent()).toBe('updateUpdate');
+      expect(await update?.locator('td.resources').textContent()).toBe(`Patient/${audit.pat2}/_history/3`);
+      expect(await update?.locator('td.patients').textContent()).toBe(`Patient/${audit.pat2}`);
+      expect(await update?.locator('td.outcome').textContent()).toContain('Version conflict');
+      expect(await read?.locator('td.who').textContent()).toContain(`Practitioner/${audit.paula}`);
+      expect(await read?.locator('td.what').textContent()).toBe('readRead');
+      expect(await read?.locator('td.resources').textContent()).toBe('Observation/obs-1/_history/2');
+      expect(await read?.locator('td.patients').textContent()).toBe(`Patient/${audit.pat1}`);
+      expect(await read?.locator('td.outcome').textContent()).toBe('Success');
+      await shot('console-audit');
+      await checkPage('console-audit');
+    });
+
+    it('filters the audit trail by agent, date and patient, and loads more pages', async () => {
+      // By agent: only that agent's rows, whatever their date.
+      await applyFilters({ agent: `Practitioner/${audit.paula}` });
+      await expectWho(['Paula Reader']);
+      await applyFilters({ agent: `Practitioner/${audit.quinn}` });
+      await expectWho(['Quinn Writer']);
+      // By date: from the 15th, Paula's read of the 10th is excluded.
+      await applyFilters({ from: '2026-02-15', to: '2026-02-28' });
+      await expectWho(['mallory@console.example', 'Quinn Writer']);
+      // Up to the 20th inclusive (the whole day), the sign-in of the 21st is excluded.
+      await applyFilters({ from: '2026-02-01', to: '2026-02-20' });
+      await expectWho(['Quinn Writer', 'Paula Reader']);
+      // By patient (a bare id), within February.
+      await applyFilters({ from: '2026-02-01', to: '2026-02-28', patient: audit.pat1 });
+      await expectWho(['Paula Reader']);
+      await applyFilters({ from: '2026-02-01', to: '2026-02-28', patient: `Patient/${audit.pat2}` });
+      await expectWho(['Quinn Writer']);
+      // A "to" day before the "from" day is refused before anything is sent.
+      await applyFilters({ from: '2026-02-20', to: '2026-02-10' });
+      await page.getByRole('alert').filter({ hasText: 'The "to" date is before the "from" date.' }).waitFor();
+      // More than a page: "Load more" follows the next link until there is none.
+      await applyFilters({ agent: `ClientApplication/${audit.client}` });
+      await expectWho(Array<string>(50).fill('Warehouse'), true);
+      const counts = async () =>
+        (await page.locator('tr[data-audit] td.resources').allTextContents()).map((q) =>
+          Number(/^Query: gender=female&_count=(\d+)$/.exec(q)?.[1]),
+        );
+      const descending = (xs: number[]) => [...xs].sort((a, b) => b - a);
+      const firstPage = await counts();
+      expect(firstPage).toEqual(descending(firstPage));
+      await page.getByRole('button', { name: 'Load more' }).click();
+      await expectWho(Array<string>(SEARCHES).fill('Warehouse'));
+      expect(await page.getByRole('button', { name: 'Load more' }).count()).toBe(0);
+      // Every search once, newest first (the searches' recorded minute is their _count).
+      expect(await counts()).toEqual(Array.from({ length: SEARCHES }, (_, i) => SEARCHES - i));
+      await checkPage('console-audit-more');
+      // Clearing the filters shows the unfiltered first page again.
+      await page.getByRole('button', { name: 'Clear filters' }).click();
+      await page
+        .getByRole('status')
+        .filter({ hasText: /^\d+ events? shown(, more to load)?\.$/ })
+        .waitFor();
+      expect(await page.getByLabel('Agent', { exact: true }).inputValue()).toBe('');
+    });
+
     it('lets a super administrator create a project, invite into it, set a password and create a resource', async () => {
       await page.getByRole('button', { name: 'Sign out' }).click();
       await page.getByRole('button', { name: 'Sign in' }).click();
@@ -561,8 +810,8 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
       await page.fill('#password', 'admin-password-1');
       await page.click('button[type=submit]:not([name=cancel])');
       await page.getByText(/\(super admin\)/).waitFor({ timeout: 20_000 });
-      // Signing in again returns to the page where it started (the Subscriptions page, the tests above).
-      expect(new URL(page.url()).pathname).toBe('/console/subscriptions');
+      // Signing in again returns to the page where it started (the Audit page, the tests above).
+      expect(new URL(page.url()).pathname).toBe('/console/audit');
       await nav('People', 'People');
       await page.getByLabel('Project name').fill('Second Clinic');
       await page.getByRole('button', { name: 'Create project' }).click();
@@ -614,6 +863,18 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
       const id = /^Patient\/(\S+)/.exec((await heading.textContent()) as string)?.[1] as string;
       const created = await t.request({ method: 'GET', url: `${t.fhir}/Patient/${id}`, token: t.adminToken });
       expect((created.json() as { meta: { project: string } }).meta.project).toBe(second);
+    });
+
+    it("shows a super administrator every project's audit events, and says so", async () => {
+      await nav('Audit', 'Audit');
+      await page
+        .getByRole('status')
+        .filter({ hasText: /^As a super administrator you see the audit events of every project/ })
+        .waitFor();
+      // Demo Clinic's events of February, though the project selected is the Second Clinic made above.
+      await applyFilters({ from: '2026-02-01', to: '2026-02-28' });
+      await expectWho(['mallory@console.example', 'Quinn Writer', 'Paula Reader']);
+      await checkPage('console-audit-super-admin');
     });
 
     it('can be used with the keyboard alone: the skip link and the navigation', async () => {
