@@ -113,7 +113,15 @@ const ADMIN_WRITE = new Set(['ClientApplication', 'ProjectMembership', 'AsyncJob
  * Resource types that only project admins (and super administrators) may read. A member still reads its own
  * ProjectMembership (ownMembership), and searches AsyncJobs (the ones it started) and ProjectMemberships (its own).
  */
-const ADMIN_READ = new Set(['ClientApplication', 'AsyncJob', 'Login', 'ProjectMembership', 'User']);
+const ADMIN_READ = new Set([
+  'ClientApplication',
+  'AsyncJob',
+  'Login',
+  'ProjectMembership',
+  'User',
+  // A Patient user reads the AuditEvents about themselves through auditReach (REST), never in bulk.
+  'AuditEvent',
+]);
 /** Resource types only super administrators may create or change. */
 const SUPER_WRITE = new Set(['Project', 'User', 'Login']);
 
@@ -199,6 +207,13 @@ export function assertChainsReadable(actor: Actor, chainedTypes: readonly string
   for (const type of chainedTypes) assertRead(actor, type, 'search');
 }
 
+const scopeReadRefused = (resourceType: string, interaction: ReadInteraction): FhirError =>
+  new FhirError(
+    'forbidden',
+    `Forbidden: the token's scope does not permit ${interaction} of ${resourceType}`,
+    'access.scope-read',
+  );
+
 /** With `id`, the read of that one instance (a member's own membership). */
 export function assertRead(
   actor: Actor,
@@ -206,13 +221,8 @@ export function assertRead(
   interaction: ReadInteraction = 'read',
   id?: string,
 ): void {
-  if (!scopesPermit(actor, resourceType, LETTER[interaction])) {
-    throw new FhirError(
-      'forbidden',
-      `Forbidden: the token's scope does not permit ${interaction} of ${resourceType}`,
-      'access.scope-read',
-    );
-  }
+  if (!scopesPermit(actor, resourceType, LETTER[interaction]))
+    throw scopeReadRefused(resourceType, interaction);
   if (!canRead(actor, resourceType, interaction, id)) {
     throw new FhirError(
       'forbidden',
@@ -370,8 +380,8 @@ export function auditReach(
   profile: string | undefined,
   interaction: ReadInteraction,
 ): AuditReach {
-  assertRead(actor, 'AuditEvent', interaction);
   const reach = scopeReach(actor, 'AuditEvent', LETTER[interaction]);
+  if (reach === 'none') throw scopeReadRefused('AuditEvent', interaction);
   const ownPatient = PATIENT_PROFILE.exec(profile ?? '')?.[1];
   if (reach === 'patient' && actor.patient !== undefined)
     return { projectId: actor.projectId, patient: actor.patient };

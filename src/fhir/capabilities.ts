@@ -123,6 +123,42 @@ export function capabilityStatement(
   return withSubscriptionTopics(baseStatement(fhirBase, now), topicUrls);
 }
 
+/**
+ * AuditEvent (API.md §10) lives in the audit table: read, search and a client's own create; no update, patch, delete or
+ * history; its search parameters are the table's columns.
+ */
+function auditEventEntry(fhirBase: string): Record<string, unknown> {
+  const params: [string, string][] = [
+    ['_id', 'token'],
+    ['date', 'date'],
+    ['agent', 'reference'],
+    ['entity', 'reference'],
+    ['patient', 'reference'],
+    ['type', 'token'],
+    ['subtype', 'token'],
+    ['action', 'token'],
+    ['outcome', 'token'],
+  ];
+  return {
+    type: 'AuditEvent',
+    documentation:
+      'The audit trail: every request records an AuditEvent (IHE BALP). Project administrators search their ' +
+      "project's, a patient reads those about themselves; nobody changes or deletes one.",
+    interaction: ['read', 'vread', 'search-type', 'create'].map((code) => ({ code })),
+    versioning: 'no-version',
+    readHistory: false,
+    updateCreate: false,
+    conditionalCreate: false,
+    conditionalUpdate: false,
+    conditionalDelete: 'not-supported',
+    searchParam: params.map(([name, type]) => {
+      const known = searchParamsOf('AuditEvent').find((p) => p.code === name);
+      return { name, type, ...(known?.url ? { definition: known.url } : {}) };
+    }),
+    operation: operations(fhirBase, (op) => appliesTo(op, 'AuditEvent')),
+  };
+}
+
 function baseStatement(fhirBase: string, now: Date): Record<string, unknown> {
   return {
     resourceType: 'CapabilityStatement',
@@ -140,30 +176,37 @@ function baseStatement(fhirBase: string, now: Date): Record<string, unknown> {
         security: securityOf(fhirBase),
         interaction: [{ code: 'transaction' }, { code: 'batch' }, { code: 'history-system' }],
         operation: operations(fhirBase, (op) => op.level === 'system'),
-        resource: resourceTypes().map((type) => ({
-          ...(type === 'Subscription'
-            ? {
-                extension: CHANNEL_TYPES.map((valueCode) => ({ url: CHANNEL_TYPE_EXTENSION, valueCode })),
-              }
-            : {}),
-          type,
-          ...(type === 'Binary' ? { documentation: BINARY_DOCUMENTATION } : {}),
-          ...(type === 'Subscription' ? { documentation: SUBSCRIPTION_DOCUMENTATION } : {}),
-          interaction: INTERACTIONS.map((code) => ({ code })),
-          versioning: 'versioned',
-          readHistory: true,
-          updateCreate: true,
-          conditionalCreate: true,
-          conditionalRead: 'full-support',
-          conditionalUpdate: true,
-          conditionalDelete: 'single',
-          searchInclude: ['*', ...includesOf(type)],
-          searchRevInclude: ['*', ...(revIncludes().get(type) ?? [])],
-          searchParam: searchParamsOf(type)
-            .filter((p) => p.type !== 'special' && (p.type !== 'composite' || isIndexedComposite(p)))
-            .map((p) => ({ name: p.code, type: p.type, ...(p.url ? { definition: p.url } : {}) })),
-          operation: operations(fhirBase, (op) => appliesTo(op, type)),
-        })),
+        resource: resourceTypes().map((type) =>
+          type === 'AuditEvent'
+            ? auditEventEntry(fhirBase)
+            : {
+                ...(type === 'Subscription'
+                  ? {
+                      extension: CHANNEL_TYPES.map((valueCode) => ({
+                        url: CHANNEL_TYPE_EXTENSION,
+                        valueCode,
+                      })),
+                    }
+                  : {}),
+                type,
+                ...(type === 'Binary' ? { documentation: BINARY_DOCUMENTATION } : {}),
+                ...(type === 'Subscription' ? { documentation: SUBSCRIPTION_DOCUMENTATION } : {}),
+                interaction: INTERACTIONS.map((code) => ({ code })),
+                versioning: 'versioned',
+                readHistory: true,
+                updateCreate: true,
+                conditionalCreate: true,
+                conditionalRead: 'full-support',
+                conditionalUpdate: true,
+                conditionalDelete: 'single',
+                searchInclude: ['*', ...includesOf(type)],
+                searchRevInclude: ['*', ...(revIncludes().get(type) ?? [])],
+                searchParam: searchParamsOf(type)
+                  .filter((p) => p.type !== 'special' && (p.type !== 'composite' || isIndexedComposite(p)))
+                  .map((p) => ({ name: p.code, type: p.type, ...(p.url ? { definition: p.url } : {}) })),
+                operation: operations(fhirBase, (op) => appliesTo(op, type)),
+              },
+        ),
       },
     ],
   };

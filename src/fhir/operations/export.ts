@@ -168,6 +168,15 @@ async function checkedPatients(
 function filtersFor(ctx: RepoContext, p: Record<string, string[]>, types: string[], notes: KickOffNotes) {
   const filters = typeFilters(p._typeFilter, ctx.actor, notes);
   for (const type of Object.keys(filters)) {
+    if (type === 'AuditEvent') {
+      // AuditEvents live in their own table (API.md §10), which the search index does not cover.
+      notes.warn(
+        '_typeFilter for AuditEvent was ignored: AuditEvents are exported whole',
+        'type-filter-unused',
+      );
+      delete filters[type];
+      continue;
+    }
     if (types.includes(type)) continue;
     notes.warn(`_typeFilter for ${type} was ignored: ${type} is not exported`, 'type-filter-unused');
     delete filters[type];
