@@ -113,15 +113,7 @@ const ADMIN_WRITE = new Set(['ClientApplication', 'ProjectMembership', 'AsyncJob
  * Resource types that only project admins (and super administrators) may read. A member still reads its own
  * ProjectMembership (ownMembership), and searches AsyncJobs (the ones it started) and ProjectMemberships (its own).
  */
-const ADMIN_READ = new Set([
-  'ClientApplication',
-  'AsyncJob',
-  'Login',
-  'ProjectMembership',
-  'User',
-  // A Patient user reads the AuditEvents about themselves through auditReach (REST), never in bulk.
-  'AuditEvent',
-]);
+const ADMIN_READ = new Set(['ClientApplication', 'AsyncJob', 'Login', 'ProjectMembership', 'User']);
 /** Resource types only super administrators may create or change. */
 const SUPER_WRITE = new Set(['Project', 'User', 'Login']);
 
@@ -360,6 +352,15 @@ export function canAccessJob(
   if (actor.superAdmin) return true;
   if (actor.projectId !== job.projectId) return false;
   return actor.projectAdmin || (caller !== undefined && caller === job.author);
+}
+
+/**
+ * Whether the actor's bulk work (export) may hold `resourceType`: what it may read, and AuditEvents only for admins (a
+ * Patient user reads those about themselves through auditReach, one search at a time).
+ */
+export function canReadInBulk(actor: Actor, resourceType: string): boolean {
+  if (resourceType === 'AuditEvent' && !actor.superAdmin && !actor.projectAdmin) return false;
+  return canRead(actor, resourceType);
 }
 
 /** Which AuditEvents a caller may read (API.md §10): `projectId` null for every project; `patient`, only those about it. */

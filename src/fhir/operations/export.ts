@@ -8,7 +8,7 @@
 import type { Db, Queryable } from '../../storage/db.js';
 import type { ExportParams } from '../../jobs/kinds/export.js';
 import { EXPORT_KINDS } from '../../jobs/queue.js';
-import { assertRead, assertWholeReach, canRead } from '../access.js';
+import { assertRead, assertWholeReach, canReadInBulk } from '../access.js';
 import type { FhirpathPool } from '../csv/fhirpath-pool.js';
 import { assertCsvType, csvTable, fieldsParam } from '../csv/table.js';
 import { isResourceType, resourceTypes } from '../definitions/index.js';
@@ -50,13 +50,15 @@ function exportTypes(
 ): string[] {
   const compartment = level.kind !== 'system';
   if (!asked)
-    return resourceTypes().filter((t) => canRead(ctx.actor, t) && (!compartment || inPatientCompartment(t)));
+    return resourceTypes().filter(
+      (t) => canReadInBulk(ctx.actor, t) && (!compartment || inPatientCompartment(t)),
+    );
   const types = list(asked);
   for (const t of types) {
     if (!isResourceType(t))
       throw new FhirError('invalid', `Unknown resource type in _type: ${t.slice(0, 64)}`, 'export.type');
   }
-  if (!compartment) return types.filter((t) => canRead(ctx.actor, t));
+  if (!compartment) return types.filter((t) => canReadInBulk(ctx.actor, t));
   const outside = types.filter((t) => !inPatientCompartment(t));
   if (outside.length > 0 && outside.length === types.length && notes.handling !== 'lenient')
     throw new FhirError(
@@ -66,7 +68,7 @@ function exportTypes(
     );
   if (outside.length > 0)
     notes.warn(`Not in the Patient compartment, not exported: ${outside.join(', ')}`, 'type-compartment');
-  return types.filter((t) => inPatientCompartment(t) && canRead(ctx.actor, t));
+  return types.filter((t) => inPatientCompartment(t) && canReadInBulk(ctx.actor, t));
 }
 
 /** CSV: the one type (readable by the caller) and the checked `_fields` text. */
