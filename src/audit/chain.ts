@@ -66,6 +66,17 @@ async function sealBatch(tx: Queryable, batch: number): Promise<number> {
   const heads = new Map<string, Head>(
     stored.rows.map((h) => [h.project_id, { chainNo: Number(h.chain_no), hash: h.hash }]),
   );
+  const headless = projects.filter((p) => !heads.has(p));
+  if (headless.length > 0) {
+    // A new chain, normally. A chain whose head record was deleted continues from its last remaining link: starting
+    // again at 1 would collide with the links kept (audit_events_chain) and stop sealing for every project.
+    const ends = await tx.query<{ project_id: string; chain_no: number | string; hash: string }>(
+      `SELECT DISTINCT ON (project_id) project_id, chain_no, hash FROM audit_events
+       WHERE project_id = ANY($1::text[]) AND chain_no IS NOT NULL ORDER BY project_id, chain_no DESC`,
+      [headless],
+    );
+    for (const e of ends.rows) heads.set(e.project_id, { chainNo: Number(e.chain_no), hash: e.hash });
+  }
   const seqs: string[] = [];
   const chainNos: number[] = [];
   const prevs: string[] = [];

@@ -4,11 +4,13 @@
 // configuration is read as the server reads it (`--config`, CINDER_CONFIG, environment such as DATABASE_URL). An
 // embedded database (no databaseUrl) can be opened only while no server uses it; with a running server, ask it
 // instead: GET {fhir}/AuditEvent/$verify-chain.
+import fs from 'node:fs';
+import path from 'node:path';
 import { createAuditChain } from '../audit/chain.js';
 import { loadConfig, type Config } from '../config/config.js';
 import type { Db } from '../storage/db.js';
 import { hasEmbeddedPostgres, startEmbeddedPostgres } from '../storage/embedded-postgres.js';
-import { openPglite } from '../storage/pglite.js';
+import { openPglite, PGLITE_SUBDIR } from '../storage/pglite.js';
 import { openPostgres } from '../storage/postgres.js';
 
 const NO_PROJECT = '_none';
@@ -30,7 +32,9 @@ async function openConfigured(config: Config): Promise<Db> {
     return openPostgres(config.databaseUrl, { max: 2, connectTimeoutMs: config.databaseConnectTimeout });
   if (config.embeddedEngine === 'postgres' && hasEmbeddedPostgres(config.dataDir))
     return (await startEmbeddedPostgres(config.dataDir, { poolSize: 2 })).db;
-  return openPglite(config.dataDir);
+  if (fs.existsSync(path.join(config.dataDir, PGLITE_SUBDIR, 'PG_VERSION')))
+    return openPglite(config.dataDir);
+  throw new Error(`no database in dataDir ${config.dataDir} (and no databaseUrl configured)`);
 }
 
 async function main(argv: readonly string[]): Promise<number> {

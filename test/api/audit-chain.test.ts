@@ -198,6 +198,28 @@ describe.each(testDatabases())('audit hash chain on $name', (database) => {
     expect(await chain.verify(o.p)).toEqual({ valid: true, checked: 5, head: o.rows[7]!.hash });
   });
 
+  it('a deleted head record is reported, and sealing goes on from the last remaining link', async () => {
+    const chain = createAuditChain(db);
+    const p = randomUUID();
+    await insertMany(db, p, 3);
+    await chain.seal(db);
+    const rows = await chainOf(db, p);
+    await db.query('DELETE FROM audit_chain_heads WHERE project_id = $1', [p]);
+    expect(await chain.verify(p)).toEqual({
+      valid: false,
+      checked: 0,
+      broken: { id: rows[2]!.id, chainNo: 3, reason: "the chain's head record is missing" },
+    });
+    // Other projects' rows sealed in the same batch are not held up.
+    const other = randomUUID();
+    await insertEvent(db, other);
+    await insertMany(db, p, 2);
+    expect(await chain.seal(db)).toBe(3);
+    expect((await chainOf(db, p)).map((r) => r.chain_no)).toEqual([1, 2, 3, 4, 5]);
+    expect(await chain.verify(p)).toMatchObject({ valid: true, checked: 5 });
+    expect(await chain.verify(other)).toMatchObject({ valid: true, checked: 1 });
+  });
+
   it('retention deletes only old sealed rows, never a chain head, and chains still verify', async () => {
     // A database of its own: the other tests' chains would be trimmed too.
     const rdb = await database.open();
