@@ -220,6 +220,29 @@ describe.each(testDatabases())('audit hash chain on $name', (database) => {
     expect(await chain.verify(other)).toMatchObject({ valid: true, checked: 1 });
   });
 
+  it('a verification that meets retention deleting the oldest links starts again from the new first link', async () => {
+    const p = randomUUID();
+    await insertMany(db, p, 8);
+    await createAuditChain(db).seal(db);
+    const rows = await chainOf(db, p);
+    let pages = 0;
+    // Retention runs between the walk's first and second page.
+    const racing: Db = {
+      ...db,
+      query: async (sql, params, opts) => {
+        if (sql.includes('chain_no > $2') && ++pages === 2)
+          await db.query('DELETE FROM audit_events WHERE id = ANY($1)', [rows.slice(0, 3).map((r) => r.id)]);
+        return db.query(sql, params, opts);
+      },
+    };
+    expect(await createAuditChain(racing, { verifyPage: 2 }).verify(p)).toEqual({
+      valid: true,
+      checked: 5,
+      head: rows[7]!.hash,
+    });
+    expect(pages).toBeGreaterThan(4);
+  });
+
   it('retention deletes only old sealed rows, never a chain head, and chains still verify', async () => {
     // A database of its own: the other tests' chains would be trimmed too.
     const rdb = await database.open();
