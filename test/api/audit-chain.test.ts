@@ -7,47 +7,9 @@ import { createAuditMaintenance, deleteAuditBatch } from '../../src/audit/retent
 import type { Db } from '../../src/storage/db.js';
 import { testDatabases } from '../support/db.js';
 import { scopedClientToken, startTestApp, type TestApp } from '../support/app.js';
+import { insertEvent, insertMany } from '../support/audit-rows.js';
 
 const DAY = 86_400_000;
-
-/** Stores one unsealed AuditEvent row of `projectId`, recorded at `recorded`; returns its id. */
-async function insertEvent(db: Db, projectId: string, recorded = new Date()): Promise<string> {
-  const id = randomUUID();
-  const content = JSON.stringify({
-    resourceType: 'AuditEvent',
-    id,
-    type: { system: 'http://terminology.hl7.org/CodeSystem/audit-event-type', code: 'rest' },
-    subtype: [{ system: 'http://hl7.org/fhir/restful-interaction', code: 'read' }],
-    action: 'R',
-    recorded: recorded.toISOString(),
-    outcome: '0',
-    agent: [{ who: { reference: 'Practitioner/p1' }, requestor: true }],
-    source: { observer: { display: 'cinder' } },
-    entity: [{ what: { reference: 'Patient/x1' } }],
-  });
-  await db.query(
-    `INSERT INTO audit_events (id, project_id, recorded, type, subtype, action, outcome, agents, entities, patients, content)
-     VALUES ($1, $2, $3, $4, $5, 'R', '0', $6, $7, $8, $9)`,
-    [
-      id,
-      projectId,
-      recorded,
-      'http://terminology.hl7.org/CodeSystem/audit-event-type|rest',
-      ['http://hl7.org/fhir/restful-interaction|read'],
-      ['Practitioner/p1'],
-      ['Patient/x1'],
-      ['Patient/x1'],
-      content,
-    ],
-  );
-  return id;
-}
-
-async function insertMany(db: Db, projectId: string, n: number, recorded?: Date): Promise<string[]> {
-  const ids: string[] = [];
-  for (let i = 0; i < n; i++) ids.push(await insertEvent(db, projectId, recorded));
-  return ids;
-}
 
 interface Sealed {
   id: string;
