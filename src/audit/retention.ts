@@ -63,6 +63,9 @@ export async function deleteAuditBatch(db: Queryable, cutoff: Date, batch: numbe
   return r.rowCount;
 }
 
+/** DELETE statements per tick of the timer, so that sealing is never held up for long. */
+const SWEEP_BATCHES_PER_TICK = 20;
+
 export function createAuditMaintenance(opts: AuditMaintenanceOptions): AuditMaintenance {
   const intervalMs = opts.intervalMs ?? 1000;
   const retentionIntervalMs =
@@ -73,20 +76,22 @@ export function createAuditMaintenance(opts: AuditMaintenanceOptions): AuditMain
   let stopped = false;
   let nextRetention = 0;
 
-  async function sweep(): Promise<number> {
-    if (opts.retentionSeconds <= 0) return 0;
+  /** Deletes what is due, at most `maxBatches` statements; `more` when it stopped with rows perhaps left. */
+  async function sweep(maxBatches = Infinity): Promise<{ deleted: number; more: boolean }> {
+    if (opts.retentionSeconds <= 0) return { deleted: 0, more: false };
     const cutoff = new Date(opts.clock().getTime() - opts.retentionSeconds * 1000);
     let deleted = 0;
-    for (;;) {
+    for (let i = 0; i < maxBatches; i++) {
       const n = await deleteAuditBatch(opts.db, cutoff, batchSize);
       deleted += n;
-      if (n === 0 || stopped) return deleted;
+      if (n === 0 || stopped) return { deleted, more: false };
     }
+    return { deleted, more: true };
   }
 
   async function sweepOnce(): Promise<{ sealed: number; deleted: number }> {
     const sealed = await opts.chain.seal(opts.db);
-    return { sealed, deleted: await sweep() };
+    return { sealed, deleted: (await sweep()).deleted };
   }
 
   async function tickOnce(): Promise<void> {
@@ -98,7 +103,8 @@ export function createAuditMaintenance(opts: AuditMaintenanceOptions): AuditMain
     if (opts.retentionSeconds <= 0 || Date.now() < nextRetention) return;
     nextRetention = Date.now() + retentionIntervalMs;
     try {
-      await sweep();
+      // A large backlog (retention just enabled or shortened) is deleted over several ticks, sealing in between.
+      if ((await sweep(SWEEP_BATCHES_PER_TICK)).more) nextRetention = 0;
     } catch (err) {
       opts.log?.warn({ err }, 'audit retention sweep failed; retrying later');
     }

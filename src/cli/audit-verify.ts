@@ -8,13 +8,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createAuditChain } from '../audit/chain.js';
 import { loadConfig, type Config } from '../config/config.js';
+import { NO_PROJECT } from '../fhir/operations/audit-verify-chain.js';
 import type { Db } from '../storage/db.js';
 import { hasEmbeddedPostgres, startEmbeddedPostgres } from '../storage/embedded-postgres.js';
 import { openPglite, PGLITE_SUBDIR } from '../storage/pglite.js';
 import { openPostgres } from '../storage/postgres.js';
 
-const NO_PROJECT = '_none';
-const USAGE = 'usage: npm run audit:verify -- <projectId | _none> [--config <file>]';
+const USAGE = `usage: npm run audit:verify -- <projectId | ${NO_PROJECT}> [--config <file>]`;
 
 /** The project id argument: the first argument that is neither an option nor an option's value. */
 function projectArgument(argv: readonly string[]): string | undefined {
