@@ -25,6 +25,8 @@ import { openCache } from './storage/cache/index.js';
 import { fileStoreFor } from './storage/db-files.js';
 import { createJobRunner } from './jobs/runner.js';
 import { createRetentionSweeper } from './jobs/retention.js';
+import { createAuditChain } from './audit/chain.js';
+import { createAuditMaintenance } from './audit/retention.js';
 import { contextLogger } from './http/plugins/request-log.js';
 import { defaultKinds } from './jobs/kinds/index.js';
 import { createSubscriptionEngine } from './fhir/subscriptions/engine.js';
@@ -288,6 +290,14 @@ async function main(): Promise<void> {
     retentionSeconds: config.exportRetention,
     log,
   });
+  // Every instance seals audit chains and applies auditRetention; both are safe concurrently (src/audit/retention.ts).
+  const auditMaintenance = createAuditMaintenance({
+    db,
+    clock: () => new Date(),
+    retentionSeconds: config.auditRetention,
+    chain: createAuditChain(db),
+    log,
+  });
   let stopping = false;
   const stop = async (signal: string): Promise<void> => {
     if (stopping) return;
@@ -301,7 +311,13 @@ async function main(): Promise<void> {
     try {
       // At once: stop accepting connections (in-flight requests finish; requests on kept-alive connections get
       // 503), and let running jobs end their current chunk and give their leases back, to be resumed anywhere.
-      await Promise.all([app.close(), runner.stop(), retention.stop(), subscriptions.deliverer.stop()]);
+      await Promise.all([
+        app.close(),
+        runner.stop(),
+        retention.stop(),
+        auditMaintenance.stop(),
+        subscriptions.deliverer.stop(),
+      ]);
       await csv.fhirpath.close();
       await signals.close();
       await cache.close();
@@ -319,6 +335,7 @@ async function main(): Promise<void> {
   await app.listen({ port: config.port, host: config.host });
   runner.start();
   retention.start();
+  auditMaintenance.start();
   subscriptions.deliverer.start();
   log.info({ baseUrl: config.baseUrl, superAdminClientId: boot.clientId }, 'Cinder is ready');
 }

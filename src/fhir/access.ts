@@ -395,3 +395,20 @@ export function auditReach(
     'access.audit-read',
   );
 }
+
+/**
+ * `AuditEvent/$verify-chain`: whose audit chain the actor may verify. A project admin verifies its own project's
+ * chain; a super administrator any project's (or the chain of requests without a login, project ''). Scopes are
+ * checked by the caller (AuditEvent read).
+ */
+export function assertAuditChainAccess(actor: Actor, projectId: string): void {
+  if (actor.superAdmin) return;
+  if (actor.projectAdmin && projectId === actor.projectId) return;
+  throw new FhirError(
+    'forbidden',
+    actor.projectAdmin
+      ? "Forbidden: a project administrator verifies only its own project's audit chain"
+      : 'Forbidden: verifying the audit chain needs a project administrator',
+    'access.audit-chain',
+  );
+}

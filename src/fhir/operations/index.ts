@@ -1,5 +1,6 @@
 // Every FHIR operation Cinder offers, as data (ARCHITECTURE habit 4): the HTTP routes (src/http/routes/operations.ts)
 // and the CapabilityStatement are derived from this list.
+import { auditVerifyChainOperation } from './audit-verify-chain.js';
 import { cancelOperation } from './cancel.js';
 import { codeSystemLookupInstanceOperation, codeSystemLookupOperation } from './codesystem-lookup.js';
 import { codeSystemSubsumesInstanceOperation, codeSystemSubsumesOperation } from './codesystem-subsumes.js';
@@ -45,6 +46,7 @@ export const OPERATIONS: readonly OperationDefinition[] = [
   subscriptionStatusOperation,
   subscriptionEventsOperation,
   getWsBindingTokenOperation,
+  auditVerifyChainOperation,
   // Terminology (API.md §9), each at type and instance level.
   valueSetExpandOperation,
   valueSetExpandInstanceOperation,

@@ -56,7 +56,8 @@ describe.each(databases)('migration 011 on $name', (database) => {
     expect(await migrate(db)).toEqual(MIGRATIONS.filter((m) => m.version >= 11).map((m) => m.version));
     const types = await db.query<{ table_name: string; data_type: string }>(
       `SELECT table_name, data_type FROM information_schema.columns
-       WHERE column_name = 'content' AND table_schema = current_schema() ORDER BY table_name`,
+       WHERE column_name = 'content' AND table_schema = current_schema() AND table_name LIKE 'resource%'
+       ORDER BY table_name`,
     );
     expect(types.rows).toEqual([
       { table_name: 'resource_history', data_type: 'json' },

@@ -1,0 +1,48 @@
+// AuditEvent rows stored directly with SQL (the columns of migration 018), unsealed, as the recorder stores them: for
+// tests of the chain, retention and $verify-chain that need rows without the requests that would record them.
+import { randomUUID } from 'node:crypto';
+import type { Queryable } from '../../src/storage/db.js';
+
+/** Stores one unsealed AuditEvent row of `projectId`, recorded at `recorded`; returns its id. */
+export async function insertEvent(db: Queryable, projectId: string, recorded = new Date()): Promise<string> {
+  const id = randomUUID();
+  const content = JSON.stringify({
+    resourceType: 'AuditEvent',
+    id,
+    type: { system: 'http://terminology.hl7.org/CodeSystem/audit-event-type', code: 'rest' },
+    subtype: [{ system: 'http://hl7.org/fhir/restful-interaction', code: 'read' }],
+    action: 'R',
+    recorded: recorded.toISOString(),
+    outcome: '0',
+    agent: [{ who: { reference: 'Practitioner/p1' }, requestor: true }],
+    source: { observer: { display: 'cinder' } },
+    entity: [{ what: { reference: 'Patient/x1' } }],
+  });
+  await db.query(
+    `INSERT INTO audit_events (id, project_id, recorded, type, subtype, action, outcome, agents, entities, patients, content)
+     VALUES ($1, $2, $3, $4, $5, 'R', '0', $6, $7, $8, $9)`,
+    [
+      id,
+      projectId,
+      recorded,
+      'http://terminology.hl7.org/CodeSystem/audit-event-type|rest',
+      ['http://hl7.org/fhir/restful-interaction|read'],
+      ['Practitioner/p1'],
+      ['Patient/x1'],
+      ['Patient/x1'],
+      content,
+    ],
+  );
+  return id;
+}
+
+export async function insertMany(
+  db: Queryable,
+  projectId: string,
+  n: number,
+  recorded?: Date,
+): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) ids.push(await insertEvent(db, projectId, recorded));
+  return ids;
+}
