@@ -348,7 +348,9 @@ describe.each(testDatabases())('audit trail on $name', (database) => {
     expect(events).toHaveLength(1);
     const e = events[0] as Json;
     expect(e).toMatchObject({ action: 'E', outcome: '0', subtype: [{ code: 'operation' }] });
-    expect(whats(e)).toEqual(expect.arrayContaining([`Project/${a.projectId}`, `ProjectMembership/${membership}`]));
+    expect(whats(e)).toEqual(
+      expect.arrayContaining([`Project/${a.projectId}`, `ProjectMembership/${membership}`]),
+    );
     const request = (e.entity as Json[]).find((x) => (x.role as Json).code === '24') as Json;
     expect(request.description).toBe(`POST /admin/projects/${a.projectId}/invite`);
   });
@@ -586,6 +588,39 @@ describe.each(testDatabases())('audit trail on $name', (database) => {
     const ids2 = (second.json().entry as { resource: Json }[]).map((e) => e.resource.id);
     expect(ids2).toHaveLength(3);
     for (const id of ids2) expect(body.entry.map((e) => e.resource.id)).not.toContain(id);
+  });
+
+  it('chains the recorded AuditEvents: $verify-chain passes, then names an AuditEvent changed in the database', async () => {
+    const c = await t.newProject('Audit chain');
+    const pat = await created(t, c.adminToken, { resourceType: 'Patient', name: [{ family: 'Chained' }] });
+    for (let i = 0; i < 5; i++) await req(c.adminToken, 'GET', `Patient/${pat.id as string}?i=${i}`);
+    const events = await auditEvents(
+      t,
+      c.adminToken,
+      `patient=${pat.id as string}&_count=50`,
+      (e) => e.length >= 6,
+    );
+    const verify = async () => {
+      const res = await req(c.adminToken, 'GET', 'AuditEvent/$verify-chain');
+      expect(res.statusCode, res.body).toBe(200);
+      const params = (res.json() as { parameter: Json[] }).parameter;
+      return Object.fromEntries(
+        params.map((p) => [p.name, Object.entries(p).find(([k]) => k.startsWith('value'))?.[1]]),
+      );
+    };
+    const ok = await verify();
+    expect(ok.valid).toBe(true);
+    expect(ok.checked as number).toBeGreaterThanOrEqual(events.length);
+    // Someone with database access turns a read into a create of nothing.
+    const victim = events[2] as Json;
+    await t.db.query(
+      `UPDATE audit_events SET content = replace(content, '"outcome":"0"', '"outcome":"4"') WHERE id = $1`,
+      [victim.id],
+    );
+    const broken = await verify();
+    expect(broken.valid).toBe(false);
+    expect(broken.brokenAt).toEqual({ reference: `AuditEvent/${victim.id as string}` });
+    expect(String(broken.reason)).toMatch(/content/);
   });
 
   it('mirrors every stored AuditEvent as one JSON line (auditLog: stdout)', async () => {
