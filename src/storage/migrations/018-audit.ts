@@ -3,7 +3,8 @@
 // once, sealed: the sealer (src/audit/chain.ts) gives each row its place in its project's hash chain (chain_no) and
 // the hash of that place (sha256 of the previous hash and the row's exact `content`). Retention deletes the oldest
 // rows by `recorded`. Search reads the columns below, never the JSON.
-// AuditEvents that clients stored as ordinary resources before this migration move here (unsealed, then sealed).
+// AuditEvents that clients stored as ordinary resources before this migration move here (unsealed, then sealed), and
+// leave the resource tables.
 export const version = 18;
 export const sql = `
 CREATE TABLE audit_events (
@@ -59,4 +60,18 @@ SELECT r.id, r.project_id, COALESCE((r.content->>'recorded')::timestamptz, r.las
         WHERE e->'what'->>'reference' LIKE 'Patient/%'),
   r.content::text
 FROM resources r WHERE r.resource_type = 'AuditEvent' AND NOT r.deleted;
+-- The copies are gone from among the resources: an AuditEvent is read only as API.md §10 says (no _revinclude or
+-- _history of the old rows around those rules).
+CREATE TEMP TABLE audit_moved AS SELECT rid FROM resources WHERE resource_type = 'AuditEvent';
+DELETE FROM sp_string WHERE rid IN (SELECT rid FROM audit_moved);
+DELETE FROM sp_token WHERE rid IN (SELECT rid FROM audit_moved);
+DELETE FROM sp_reference WHERE rid IN (SELECT rid FROM audit_moved);
+DELETE FROM sp_date WHERE rid IN (SELECT rid FROM audit_moved);
+DELETE FROM sp_number WHERE rid IN (SELECT rid FROM audit_moved);
+DELETE FROM sp_quantity WHERE rid IN (SELECT rid FROM audit_moved);
+DELETE FROM sp_uri WHERE rid IN (SELECT rid FROM audit_moved);
+DELETE FROM sp_identifier WHERE rid IN (SELECT rid FROM audit_moved);
+DELETE FROM resource_history WHERE rid IN (SELECT rid FROM audit_moved);
+DELETE FROM resources WHERE rid IN (SELECT rid FROM audit_moved);
+DROP TABLE audit_moved;
 `;
