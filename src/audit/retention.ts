@@ -7,6 +7,7 @@
 // link while links are due, so a link recorded before the cutoff but sealed after a newer one waits for it (seconds,
 // for rows committed out of order). Bounded batches, each one statement. Safe with several instances at once: sealing
 // takes an advisory lock, and two sweeps deleting the same rows delete them once.
+import { periodic } from '../jobs/periodic.js';
 import type { Db, Queryable } from '../storage/db.js';
 import type { AuditChain } from './model.js';
 
@@ -71,9 +72,6 @@ export function createAuditMaintenance(opts: AuditMaintenanceOptions): AuditMain
   const retentionIntervalMs =
     opts.retentionIntervalMs ?? Math.min(Math.max(opts.retentionSeconds * 100, 1000), 600_000);
   const batchSize = opts.batchSize ?? 5000;
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<unknown> = Promise.resolve();
-  let stopped = false;
   let nextRetention = 0;
 
   /** Deletes what is due, at most `maxBatches` statements; `more` when it stopped with rows perhaps left. */
@@ -84,7 +82,7 @@ export function createAuditMaintenance(opts: AuditMaintenanceOptions): AuditMain
     for (let i = 0; i < maxBatches; i++) {
       const n = await deleteAuditBatch(opts.db, cutoff, batchSize);
       deleted += n;
-      if (n === 0 || stopped) return { deleted, more: false };
+      if (n === 0 || loop.stopped) return { deleted, more: false };
     }
     return { deleted, more: true };
   }
@@ -110,22 +108,11 @@ export function createAuditMaintenance(opts: AuditMaintenanceOptions): AuditMain
     }
   }
 
-  const tick = (): void => {
-    running = tickOnce().finally(() => {
-      if (!stopped) timer = setTimeout(tick, intervalMs);
-    });
-  };
+  const loop = periodic(tickOnce, intervalMs);
 
   return {
-    start() {
-      if (timer || stopped) return;
-      timer = setTimeout(tick, 0);
-    },
-    async stop() {
-      stopped = true;
-      clearTimeout(timer);
-      await running;
-    },
+    start: () => loop.start(),
+    stop: () => loop.stop(),
     sweepOnce,
   };
 }

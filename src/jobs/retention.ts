@@ -4,6 +4,7 @@
 // instances at once and after a restart: the state is in the database, files are deleted before the row (a crash in
 // between leaves the row, and the next sweep deletes again), and only the sweep whose DELETE of the row succeeds
 // writes the AsyncJob's next version.
+import { periodic } from './periodic.js';
 import { selectCurrent } from '../fhir/repository/store.js';
 import { dropJobOutput } from './async-job.js';
 import type { JobEnv } from './kind.js';
@@ -32,9 +33,13 @@ export function createRetentionSweeper(opts: RetentionOptions): RetentionSweeper
   const { env } = opts;
   const intervalMs = opts.intervalMs ?? Math.min(Math.max(opts.retentionSeconds * 100, 1000), 600_000);
   const batchSize = opts.batchSize ?? 100;
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<unknown> = Promise.resolve();
-  let stopped = false;
+  const loop = periodic(
+    () =>
+      sweepOnce().catch((err: unknown) =>
+        opts.log?.warn({ err }, 'export retention sweep failed; retrying later'),
+      ),
+    intervalMs,
+  );
 
   async function expire(id: string): Promise<boolean> {
     await env.files.deleteDir(exportDirKey(id));
@@ -63,28 +68,13 @@ export function createRetentionSweeper(opts: RetentionOptions): RetentionSweeper
         }
       }
       // A full batch that failed entirely would come back unchanged: stop until the next sweep.
-      if (ids.length < batchSize || failed === ids.length || stopped) return expired;
+      if (ids.length < batchSize || failed === ids.length || loop.stopped) return expired;
     }
   }
 
-  const tick = (): void => {
-    running = sweepOnce()
-      .catch((err: unknown) => opts.log?.warn({ err }, 'export retention sweep failed; retrying later'))
-      .finally(() => {
-        if (!stopped) timer = setTimeout(tick, intervalMs);
-      });
-  };
-
   return {
-    start() {
-      if (timer || stopped) return;
-      timer = setTimeout(tick, 0);
-    },
-    async stop() {
-      stopped = true;
-      clearTimeout(timer);
-      await running;
-    },
+    start: () => loop.start(),
+    stop: () => loop.stop(),
     sweepOnce,
   };
 }
