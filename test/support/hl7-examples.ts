@@ -1,5 +1,5 @@
-// Every official HL7 R4 example (hl7.fhir.r4.examples@4.0.1, CC0) is accepted by update (PUT with its own id)
-// and reads back equal apart from meta. Examples that break the R4 rules themselves are listed with a reason. The
+// Every official HL7 R4 example (hl7.fhir.r4.examples@4.0.1, CC0) is accepted by update (PUT with its own id; an
+// AuditEvent, which is never updated, by create) and reads back equal apart from meta (and an AuditEvent's id). Examples that break the R4 rules themselves are listed with a reason. The
 // examples that are the R4 base definitions themselves (a shared conformance resource's type and id) are refused
 // with 403, as every write to a shared resource (API.md §9).
 // The examples are split into shards, one test file each, so that the test runner's workers share them.
@@ -76,8 +76,17 @@ export function describeExamples(shard: number, shards: number): void {
         const refusedShared: string[] = [];
         // Examples share ids across files only for different types; PUT keeps the example's own id.
         await pool(examples, 8, async ({ file, resource }) => {
-          const url = `${t.fhir}/${resource.resourceType as string}/${resource.id as string}`;
-          const put = await t.request({ method: 'PUT', url, token: t.adminToken, payload: resource });
+          // AuditEvents are never updated (API.md §10): they are created (the server gives the id), and read back.
+          const audit = resource.resourceType === 'AuditEvent';
+          const put = await t.request({
+            method: audit ? 'POST' : 'PUT',
+            url: `${t.fhir}/${resource.resourceType as string}${audit ? '' : `/${resource.id as string}`}`,
+            token: t.adminToken,
+            payload: resource,
+          });
+          const id =
+            audit && put.statusCode === 201 ? (put.json() as { id: string }).id : (resource.id as string);
+          const url = `${t.fhir}/${resource.resourceType as string}/${id}`;
           if (isShared(resource)) {
             if (put.statusCode === 403 && put.body.includes('"forbidden"')) refusedShared.push(file);
             else rejected.push(file);
@@ -97,7 +106,7 @@ export function describeExamples(shard: number, shards: number): void {
           const sent: Record<string, unknown> =
             resource.resourceType === 'Binary' && typeof resource.data === 'string'
               ? { ...resource, data: resource.data.replace(/\s+/g, '') }
-              : { ...resource };
+              : { ...resource, id };
           if (back.resourceType === 'Binary') delete back.url;
           // A Subscription's `status` is the server's (API.md §8: active at once, or requested until a handshake) and its
           // `channel.header` values are write-only.
