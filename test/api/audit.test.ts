@@ -554,6 +554,25 @@ describe.each(testDatabases())('audit trail on $name', (database) => {
     expect((await req(a.adminToken, 'GET', 'Patient?family=NeverStored')).json().entry).toBeUndefined();
   });
 
+  it('X-Provenance needs the right to create Provenance: a token scoped without it writes nothing (403)', async () => {
+    const narrow = await scopedClientToken(t, a.adminToken, a.projectId, 'system/Patient.cruds');
+    const res = await req(
+      narrow,
+      'POST',
+      'Patient',
+      { resourceType: 'Patient', name: [{ family: 'NarrowProvenance' }] },
+      { 'x-provenance': JSON.stringify({ resourceType: 'Provenance', agent: [{ who: { display: 'x' } }] }) },
+    );
+    expect(res.statusCode).toBe(403);
+    expect((await req(a.adminToken, 'GET', 'Patient?family=NarrowProvenance')).json().entry).toBeUndefined();
+    // Without the header the same token writes.
+    const plain = await req(narrow, 'POST', 'Patient', {
+      resourceType: 'Patient',
+      name: [{ family: 'NarrowPlain' }],
+    });
+    expect(plain.statusCode).toBe(201);
+  });
+
   it('answers bad AuditEvent searches with 400, never 5xx', async () => {
     for (const q of [
       'date=yesterday',
