@@ -774,6 +774,22 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
       await expectWho(['Paula Reader']);
       await applyFilters({ from: '2026-02-01', to: '2026-02-28', patient: `Patient/${audit.pat2}` });
       await expectWho(['Quinn Writer']);
+      // A real access, recorded by the server itself (no seeded event): reading the patient through the API puts a
+      // Read of that patient, with its outcome, first on the patient's audit trail.
+      const read = await api('GET', `${t.fhir}/Patient/${audit.pat1}`);
+      expect(read.statusCode).toBe(200);
+      await expect
+        .poll(async () => {
+          await t.app.flushAudit?.();
+          const r = await api('GET', `${t.fhir}/AuditEvent?patient=${audit.pat1}&subtype=read&_count=1`);
+          return ((r.json() as { entry?: unknown[] }).entry ?? []).length;
+        })
+        .toBe(1);
+      await applyFilters({ patient: audit.pat1 });
+      const newest = page.locator('tr[data-audit]').first();
+      await expect.poll(() => newest.locator('td.what').textContent()).toMatch(/read/i);
+      await expect.poll(() => newest.locator('td.patients').textContent()).toContain(`Patient/${audit.pat1}`);
+      await expect.poll(() => newest.locator('td.outcome').textContent()).toMatch(/Success/);
       // A "to" day before the "from" day is refused before anything is sent.
       await applyFilters({ from: '2026-02-20', to: '2026-02-10' });
       await page.getByRole('alert').filter({ hasText: 'The "to" date is before the "from" date.' }).waitFor();
