@@ -11,8 +11,9 @@
 // ANALYZE audit_events`, its size (heap and TOAST, indexes) per row × 1,000,000 = bytes per million audited requests,
 // the mean AuditEvent JSON per interaction, and whether every request sent during the runs made exactly one row (the
 // rows from before the runs — the login, the loading batches — are counted apart). AUDIT_TESTS=read,search limits the
-// kinds; AUDIT_CPU_PROF=<dir> runs both servers with --cpu-prof (profiles written there when they stop; see
-// bench/profile-summary.ts).
+// kinds; AUDIT_RATE=<req/s> sends at that rate in all (autocannon overallRate) instead of as fast as the server
+// answers, so that CPU time per request is compared under the same load; AUDIT_CPU_PROF=<dir> runs both servers with
+// --cpu-prof (profiles written there when they stop; see bench/profile-summary.ts).
 // Run alone with `npx tsx bench/audit.ts` (after `npm run build`), or as part of `npm run bench` (BENCH_AUDIT=0 skips).
 import fs from 'node:fs';
 import os from 'node:os';
@@ -25,6 +26,8 @@ import { dropDatabase, freshDatabase, login, startServer, type RunningServer } f
 const PATIENTS = Number(process.env.AUDIT_PATIENTS ?? 2000);
 const OBS = Number(process.env.AUDIT_OBS ?? 5);
 const CONNECTIONS = Number(process.env.AUDIT_CONNECTIONS ?? 10);
+/** AUDIT_RATE: requests per second in all (autocannon overallRate), so that both servers carry the same load. */
+const RATE = Number(process.env.AUDIT_RATE ?? 0);
 const WARMUP = 2;
 const LOADERS = 4;
 const BATCH = 100;
@@ -203,7 +206,12 @@ interface Measured {
 
 async function run(t: Target, kind: Kind, duration: number, settle = true): Promise<Measured> {
   const before = await cpu(t);
-  const r = await autocannon({ connections: CONNECTIONS, duration, ...t.tests[kind] });
+  const r = await autocannon({
+    connections: CONNECTIONS,
+    duration,
+    ...(RATE ? { overallRate: RATE } : {}),
+    ...t.tests[kind],
+  });
   // The reads' AuditEvents are inserted up to a second later: their work belongs to this run (both servers wait).
   if (settle) await new Promise((res) => setTimeout(res, 1200));
   const after = await cpu(t);
@@ -377,7 +385,7 @@ export async function benchAudit(runs: number, duration: number, notes: string[]
 
     console.log(
       `\nAudit cost: audit on vs off, ${CONNECTIONS} connections, ${runs} interleaved rounds of ${duration} s ` +
-        `(after a ${WARMUP} s warm-up each), medians; ${PATIENTS} Patients, ${PATIENTS * OBS} Observations; ` +
+        `(after a ${WARMUP} s warm-up each)${RATE ? `, at ${RATE} req/s in all` : ', as fast as answered'}, medians; ${PATIENTS} Patients, ${PATIENTS * OBS} Observations; ` +
         `PostgreSQL, ${os.cpus().length} CPUs (load average ${os.loadavg()[0]?.toFixed(1)}), Node ${process.version}\n`,
     );
     console.table(

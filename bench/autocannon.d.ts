@@ -11,6 +11,7 @@ declare module 'autocannon' {
     url: string;
     connections?: number;
     duration?: number;
+    overallRate?: number;
     headers?: Record<string, string>;
     requests?: Request[];
   }
