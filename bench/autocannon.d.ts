@@ -11,6 +11,7 @@ declare module 'autocannon' {
     url: string;
     connections?: number;
     duration?: number;
+    overallRate?: number;
     headers?: Record<string, string>;
     requests?: Request[];
   }
@@ -20,7 +21,7 @@ declare module 'autocannon' {
     p99: number;
   }
   interface Result {
-    requests: Histogram & { total: number };
+    requests: Histogram & { total: number; sent: number };
     latency: Histogram;
     non2xx: number;
     errors: number;

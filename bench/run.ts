@@ -9,7 +9,9 @@
 // do (bench/subscriptions.ts; BENCH_SUBSCRIPTIONS=0 skips), terminology: $expand of a stored 10,000-concept value
 // set, first and repeated, and $validate-code (bench/terminology.ts; BENCH_TERMINOLOGY=0 skips), and profile
 // validation: US Core in process and a 100-patient transaction through HTTP with and without meta.profile
-// (bench/validation.ts; BENCH_VALIDATION=0 skips).
+// (bench/validation.ts; BENCH_VALIDATION=0 skips), and auditing: read, search and create req/s and CPU time per request
+// with auditing on and off (two servers on the same data, interleaved runs), and the audit table's growth per million
+// requests (bench/audit.ts; BENCH_AUDIT=0 skips; AUDIT_RUNS rounds, default 5).
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -23,6 +25,7 @@ import { benchCsvExport, benchCsvRequests } from './csv.js';
 import { benchExport } from './export.js';
 import { benchViewExport } from './views.js';
 import { benchSubscriptions } from './subscriptions.js';
+import { benchAudit } from './audit.js';
 import { benchTerminology } from './terminology.js';
 import { benchValidation } from './validation.js';
 import { login, startServer, type RunningServer } from './server.js';
@@ -331,6 +334,8 @@ async function main(): Promise<void> {
           await benchViewExport(server, await login(server.base), RUNS, notes);
         if (process.env.BENCH_SUBSCRIPTIONS !== '0') await benchSubscriptions(RUNS, DURATION, notes);
         if (process.env.BENCH_TERMINOLOGY !== '0') await benchTerminology(RUNS, notes);
+        if (process.env.BENCH_AUDIT !== '0')
+          await benchAudit(Number(process.env.AUDIT_RUNS ?? 5), DURATION, notes);
       } finally {
         await server.stop();
       }
