@@ -30,17 +30,23 @@ const SELECT = (param: string) =>
   `SELECT ${COLUMNS} FROM json_to_recordset(${param}::json) AS x(id text, project_id text, recorded timestamptz,
      type text, subtype text[], action text, outcome text, agents text[], entities text[], patients text[], content text)`;
 
-/** A CTE (for a write's own statement) that inserts `rows`, its parameter pushed onto `params`; none for no rows. */
+/**
+ * CTEs (for a write's own statement) that insert `rows` and put them on the sealer's list (audit_unsealed), their
+ * parameter pushed onto `params`; none for no rows.
+ */
 export function auditCte(rows: readonly AuditRow[], params: unknown[]): string | undefined {
   if (rows.length === 0) return undefined;
   params.push(rowsParam(rows));
-  return `audit AS (INSERT INTO audit_events (${COLUMNS}) ${SELECT(`$${params.length}`)})`;
+  return `audit AS (INSERT INTO audit_events (${COLUMNS}) ${SELECT(`$${params.length}`)} RETURNING seq),
+    audit_q AS (INSERT INTO audit_unsealed (seq) SELECT seq FROM audit)`;
 }
 
-/** Inserts `rows` in one statement. */
+/** Inserts `rows` (and their places on the sealer's list) in one statement. */
 export async function insertAuditRows(db: Queryable, rows: readonly AuditRow[]): Promise<void> {
   if (rows.length === 0) return;
-  await db.query(`INSERT INTO audit_events (${COLUMNS}) ${SELECT('$1')}`, [rowsParam(rows)]);
+  const params: unknown[] = [];
+  const ctes = auditCte(rows, params) as string;
+  await db.query(`WITH ${ctes} SELECT 1`, params);
 }
 
 export interface AuditWriter {

@@ -1,7 +1,8 @@
 // The audit trail (API.md §10, issue 28): AuditEvents live in their own append-only table, not among the resources.
-// Rows are only inserted (a write's AuditEvent in the write's own statement or transaction, reads' in batches) and,
-// once, sealed: the sealer (src/audit/chain.ts) gives each row its place in its project's hash chain (chain_no) and
-// the hash of that place (sha256 of the previous hash and the row's exact `content`). Retention deletes the oldest
+// Rows are only inserted (a write's AuditEvent in the write's own statement or transaction, reads' in batches), never
+// updated: the sealer (src/audit/chain.ts) takes each new row from audit_unsealed and records its place in its
+// project's hash chain in audit_chain (chain_no, and the hash of that place: sha256 of the previous hash and the row's
+// exact `content`). Retention deletes the oldest
 // rows by `recorded`. Search reads the columns below, never the JSON.
 // AuditEvents that clients stored as ordinary resources before this migration move here (unsealed, then sealed), and
 // leave the resource tables.
@@ -22,10 +23,7 @@ CREATE TABLE audit_events (
   entities text[] NOT NULL,
   patients text[] NOT NULL,
   -- The AuditEvent's JSON exactly as hashed and served.
-  content text NOT NULL,
-  chain_no bigint,
-  prev_hash text,
-  hash text
+  content text NOT NULL
 );
 CREATE UNIQUE INDEX audit_events_id ON audit_events (id);
 -- Searches page newest first by (recorded, seq), within a project or (a super administrator) across all; retention
@@ -35,8 +33,18 @@ CREATE INDEX audit_events_recorded ON audit_events (recorded, seq);
 CREATE INDEX audit_events_patients ON audit_events USING gin (patients);
 CREATE INDEX audit_events_agents ON audit_events USING gin (agents);
 CREATE INDEX audit_events_entities ON audit_events USING gin (entities);
-CREATE INDEX audit_events_unsealed ON audit_events (seq) WHERE hash IS NULL;
-CREATE UNIQUE INDEX audit_events_chain ON audit_events (project_id, chain_no) WHERE chain_no IS NOT NULL;
+-- Rows not sealed yet (every insert adds its seq here; the sealer takes them out): the sealer's to-do list, so that
+-- audit_events rows are only ever inserted, never updated.
+CREATE TABLE audit_unsealed (seq bigint PRIMARY KEY);
+-- Each sealed row's place in its project's chain: chain_no, the previous link's hash, its own hash.
+CREATE TABLE audit_chain (
+  seq bigint PRIMARY KEY,
+  project_id text NOT NULL,
+  chain_no bigint NOT NULL,
+  prev_hash text NOT NULL,
+  hash text NOT NULL
+);
+CREATE UNIQUE INDEX audit_chain_link ON audit_chain (project_id, chain_no);
 -- Each project's last sealed link: the next row's prev_hash, and the end a verification must reach.
 CREATE TABLE audit_chain_heads (
   project_id text PRIMARY KEY,
@@ -60,6 +68,7 @@ SELECT r.id, r.project_id, COALESCE((r.content->>'recorded')::timestamptz, r.las
         WHERE e->'what'->>'reference' LIKE 'Patient/%'),
   r.content::text
 FROM resources r WHERE r.resource_type = 'AuditEvent' AND NOT r.deleted;
+INSERT INTO audit_unsealed (seq) SELECT seq FROM audit_events;
 -- The copies are gone from among the resources: an AuditEvent is read only as API.md §10 says (no _revinclude or
 -- _history of the old rows around those rules).
 CREATE TEMP TABLE audit_moved AS SELECT rid FROM resources WHERE resource_type = 'AuditEvent';
