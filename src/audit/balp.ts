@@ -73,93 +73,104 @@ function typeOf(kind: AuditKind) {
   };
 }
 
-function agents(f: AuditFacts): Record<string, unknown>[] {
-  const a = f.agent;
-  const who = a.who
-    ? { reference: a.who }
-    : a.identifier !== undefined
-      ? { identifier: { value: a.identifier } }
-      : undefined;
-  const out: Record<string, unknown>[] = [
-    {
-      type: { coding: [coding(DCM, '110153', 'Source Role ID')] },
-      ...(who ? { who } : {}),
-      ...(a.membership ? { altId: a.membership } : {}),
-      requestor: true,
-      ...(a.address ? { network: { address: a.address, type: '2' } } : {}),
-    },
-  ];
-  if (a.client && a.client !== a.who) {
-    out.push({
-      type: { coding: [coding(DCM, '110150', 'Application')] },
-      who: { reference: a.client },
-      requestor: false,
-    });
+// An AuditEvent is written for every request, so its JSON is put together from pieces made once: what each kind of
+// request is (type, subtype, action, and their search columns), each entity's type and role, and per server its own
+// agent and source. Only the values of the request itself are serialised each time.
+const q = JSON.stringify;
+
+interface KindText {
+  text: string;
+  type: string;
+  subtype: string[];
+}
+const KINDS = new Map<AuditKind, KindText>();
+function kindText(kind: AuditKind): KindText {
+  let k = KINDS.get(kind);
+  if (!k) {
+    const { type, subtype } = typeOf(kind);
+    k = {
+      text: `"type":${q(type)},"subtype":${q(subtype)},"action":${q(ACTION[kind])}`,
+      type: `${type.system}|${type.code}`,
+      subtype: subtype.map((c) => `${c.system}|${c.code}`),
+    };
+    KINDS.set(kind, k);
   }
-  out.push({
-    type: { coding: [coding(DCM, '110152', 'Destination Role ID')] },
-    who: { display: f.server.fhirBase },
-    requestor: false,
-  });
-  return out;
+  return k;
 }
 
-function entities(f: AuditFacts): Record<string, unknown>[] {
-  const out: Record<string, unknown>[] = [];
+const ENTITY = {
+  patient: `"type":${q(coding(ENTITY_TYPE, '1', 'Person'))},"role":${q(coding(OBJECT_ROLE, '1', 'Patient'))}`,
+  resource: `"type":${q(coding(ENTITY_TYPE, '2', 'System Object'))},"role":${q(coding(OBJECT_ROLE, '4', 'Domain Resource'))}`,
+  query: `"type":${q(coding(ENTITY_TYPE, '2', 'System Object'))},"role":${q(coding(OBJECT_ROLE, '24', 'Query'))}`,
+};
+const REQUESTER_TYPE = `"type":${q({ coding: [coding(DCM, '110153', 'Source Role ID')] })}`;
+const CLIENT_TYPE = `"type":${q({ coding: [coding(DCM, '110150', 'Application')] })}`;
+
+const SERVERS = new Map<string, { destination: string; source: string }>();
+function serverText(server: AuditFacts['server']): { destination: string; source: string } {
+  const key = `${server.fhirBase} ${server.baseUrl}`;
+  let t = SERVERS.get(key);
+  if (!t) {
+    t = {
+      destination: q({
+        type: { coding: [coding(DCM, '110152', 'Destination Role ID')] },
+        who: { display: server.fhirBase },
+        requestor: false,
+      }),
+      source: q({
+        observer: { display: server.baseUrl },
+        type: [coding(SOURCE_TYPE, '4', 'Application Server')],
+      }),
+    };
+    SERVERS.set(key, t);
+  }
+  return t;
+}
+
+function agentsText(f: AuditFacts): string {
+  const a = f.agent;
+  const who = a.who
+    ? `"who":{"reference":${q(a.who)}},`
+    : a.identifier !== undefined
+      ? `"who":{"identifier":{"value":${q(a.identifier)}}},`
+      : '';
+  const requester =
+    `{${REQUESTER_TYPE},${who}${a.membership ? `"altId":${q(a.membership)},` : ''}"requestor":true` +
+    `${a.address ? `,"network":{"address":${q(a.address)},"type":"2"}` : ''}}`;
+  const client =
+    a.client && a.client !== a.who
+      ? `,{${CLIENT_TYPE},"who":{"reference":${q(a.client)}},"requestor":false}`
+      : '';
+  return `[${requester}${client},${serverText(f.server).destination}]`;
+}
+
+function entitiesText(f: AuditFacts): string {
+  const out: string[] = [];
   const patients = new Set(f.patients);
   for (const e of f.entities) {
     // A Patient read or written is named once, as the patient entity BALP asks for, with its version.
-    const isPatient = patients.has(e.reference);
-    if (isPatient) patients.delete(e.reference);
-    out.push({
-      what: { reference: e.version ? `${e.reference}/_history/${e.version}` : e.reference },
-      type: isPatient ? coding(ENTITY_TYPE, '1', 'Person') : coding(ENTITY_TYPE, '2', 'System Object'),
-      role: isPatient ? coding(OBJECT_ROLE, '1', 'Patient') : coding(OBJECT_ROLE, '4', 'Domain Resource'),
-    });
+    const isPatient = patients.delete(e.reference);
+    const what = e.version ? `${e.reference}/_history/${e.version}` : e.reference;
+    out.push(`{"what":{"reference":${q(what)}},${isPatient ? ENTITY.patient : ENTITY.resource}}`);
   }
   if (f.query !== undefined) {
-    out.push({
-      type: coding(ENTITY_TYPE, '2', 'System Object'),
-      role: coding(OBJECT_ROLE, '24', 'Query'),
-      ...(f.description ? { description: f.description } : {}),
-      query: Buffer.from(f.query, 'utf8').toString('base64'),
-    });
+    const description = f.description ? `,"description":${q(f.description)}` : '';
+    out.push(`{${ENTITY.query}${description},"query":"${Buffer.from(f.query, 'utf8').toString('base64')}"}`);
   }
-  for (const p of patients) {
-    out.push({
-      what: { reference: p },
-      type: coding(ENTITY_TYPE, '1', 'Person'),
-      role: coding(OBJECT_ROLE, '1', 'Patient'),
-    });
-  }
-  return out;
+  for (const p of patients) out.push(`{"what":{"reference":${q(p)}},${ENTITY.patient}}`);
+  return out.length ? `,"entity":[${out.join(',')}]` : '';
 }
 
 /** The AuditEvent of `f` and its stored row. */
 export function auditRow(f: AuditFacts): AuditRow {
-  const { type, subtype } = typeOf(f.kind);
+  const kind = kindText(f.kind);
   const recorded = f.recorded.toISOString();
   const outcome = outcomeOf(f.status);
-  const event = {
-    resourceType: 'AuditEvent',
-    id: f.id,
-    meta: { versionId: '1', lastUpdated: recorded },
-    type,
-    subtype,
-    action: ACTION[f.kind],
-    recorded,
-    outcome,
-    ...(outcome !== '0' && f.failure ? { outcomeDesc: f.failure.slice(0, 1000) } : {}),
-    agent: agents(f),
-    source: {
-      observer: { display: f.server.baseUrl },
-      type: [coding(SOURCE_TYPE, '4', 'Application Server')],
-    },
-    ...(() => {
-      const e = entities(f);
-      return e.length ? { entity: e } : {};
-    })(),
-  };
+  const failure = outcome !== '0' && f.failure ? `,"outcomeDesc":${q(f.failure.slice(0, 1000))}` : '';
+  const content =
+    `{"resourceType":"AuditEvent","id":${q(f.id)},"meta":{"versionId":"1","lastUpdated":"${recorded}"},` +
+    `${kind.text},"recorded":"${recorded}","outcome":"${outcome}"${failure},"agent":${agentsText(f)},` +
+    `"source":${serverText(f.server).source}${entitiesText(f)}}`;
   const agentRefs = [f.agent.who, f.agent.membership, f.agent.client].filter(
     (x): x is string => typeof x === 'string',
   );
@@ -167,14 +178,14 @@ export function auditRow(f: AuditFacts): AuditRow {
     id: f.id,
     projectId: f.projectId,
     recorded: f.recorded,
-    type: `${type.system}|${type.code}`,
-    subtype: subtype.map((s) => `${s.system}|${s.code}`),
+    type: kind.type,
+    subtype: kind.subtype,
     action: ACTION[f.kind],
     outcome,
     agents: [...new Set(agentRefs)],
     entities: [...new Set(f.entities.map((e) => e.reference))],
     patients: [...new Set(f.patients)],
-    content: JSON.stringify(event),
+    content,
   };
 }
 

@@ -1,26 +1,33 @@
 // The patients whose data an answer or a written resource holds (BALP's patient entity, API.md §10): every Patient a
 // resource is or refers to. Read from the JSON text without parsing it (an answer is scanned once, after it is sent),
-// or from a resource object by walking it.
+// or from a resource object by walking it (a written version).
 
 /** Most patient entities one AuditEvent names (a page of 1000 resources about 1000 patients names them all). */
 export const MAX_PATIENTS = 1000;
 
 const ID = '[A-Za-z0-9\\-.]{1,64}';
-// `"reference": "Patient/1"`, also absolute or versioned.
+// `"reference": "Patient/1"`, also absolute or versioned; a search's or history's `"fullUrl": ".../Patient/1"`.
 const REFERENCE = new RegExp(
   `"reference"\\s*:\\s*"(?:[^"\\\\]*/)?Patient/(${ID})(?:/_history/[^"\\\\]*)?"`,
   'g',
 );
+const FULL_URL = new RegExp(`"fullUrl"\\s*:\\s*"[^"\\\\]*/Patient/(${ID})"`, 'g');
 const HOLDS_PATIENT = /"resourceType"\s*:\s*"Patient"/;
 
+function scan(re: RegExp, text: string, into: Set<string>): void {
+  re.lastIndex = 0;
+  for (let m = re.exec(text); m && into.size < MAX_PATIENTS; m = re.exec(text)) into.add(`Patient/${m[1]}`);
+}
+
 /**
- * `Patient/<id>` of each patient `text` (FHIR JSON: a resource, a Bundle, Parameters) holds data of. References are
- * found in the text; only an answer that holds Patient resources themselves (whose ids may stand anywhere in them) is
- * parsed and walked.
+ * `Patient/<id>` of each patient `text` (FHIR JSON: a resource, a Bundle, Parameters) holds data of: every Patient it
+ * refers to, and the Patients a searchset or history Bundle holds (by their `fullUrl`), read from the text without
+ * parsing it. A Patient read by id is known from its URL. Only `parse` (a batch or transaction answer, whose entries
+ * have no fullUrl) parses the text to find the Patient resources in it.
  */
-export function patientsInJson(text: string, into: Set<string> = new Set()): Set<string> {
+export function patientsInJson(text: string, into: Set<string> = new Set(), parse = false): Set<string> {
   if (!text.includes('Patient')) return into;
-  if (HOLDS_PATIENT.test(text)) {
+  if (parse && HOLDS_PATIENT.test(text)) {
     try {
       walk(JSON.parse(text), into, 0);
       return into;
@@ -28,9 +35,8 @@ export function patientsInJson(text: string, into: Set<string> = new Set()): Set
       // Not JSON after all: the references in the text are still read below.
     }
   }
-  REFERENCE.lastIndex = 0;
-  for (let m = REFERENCE.exec(text); m && into.size < MAX_PATIENTS; m = REFERENCE.exec(text))
-    into.add(`Patient/${m[1]}`);
+  scan(REFERENCE, text, into);
+  scan(FULL_URL, text, into);
   return into;
 }
 

@@ -24,7 +24,7 @@ export interface AuditHttpDeps {
   env: RecorderEnv;
 }
 
-const AUDITED = /^\/(?:fhir\/R4(?:\/|$|\?)|oauth2\/|auth\/|admin\/)/;
+const AUDITED = /^\/(?:oauth2|auth|admin)\//;
 const NOT_AUDITED = /^\/fhir\/R4\/(?:metadata|\.well-known\/|ws\/)/;
 const LOGIN = new Set([
   '/oauth2/token',
@@ -41,8 +41,12 @@ function pathOf(url: string): string {
 
 /** The interaction a request is (undefined: not audited). */
 export function kindOf(request: FastifyRequest): AuditKind | undefined {
-  const path = pathOf(request.url);
-  if (!AUDITED.test(`${path}/`) || NOT_AUDITED.test(path) || request.headers.upgrade) return undefined;
+  const url = request.url;
+  // The common case first, without a regular expression: a FHIR request.
+  const fhir = url.startsWith('/fhir/R4/') || url === '/fhir/R4' || url.startsWith('/fhir/R4?');
+  if (!fhir && !AUDITED.test(url)) return undefined;
+  const path = pathOf(url);
+  if ((fhir && NOT_AUDITED.test(path)) || request.headers.upgrade) return undefined;
   if (LOGIN.has(path) || LOGIN.has(`${request.method} ${path}`)) return 'login';
   if (LOGOUT.has(path)) return 'logout';
   const method = request.method;
@@ -214,7 +218,7 @@ function describe(request: FastifyRequest, reply: FastifyReply, rec: AuditRecord
     if (made) rec.entities.push({ reference: made });
   }
   if (ok && request.auditPayload && (request.method === 'GET' || request.method === 'POST'))
-    patientsInJson(request.auditPayload, rec.patients);
+    patientsInJson(request.auditPayload, rec.patients, kind === 'batch' || kind === 'transaction');
   const q = request.url.indexOf('?');
   let query = q < 0 ? '' : request.url.slice(q + 1);
   if (kind === 'search' && request.method === 'POST' && request.body && typeof request.body === 'object') {
@@ -267,9 +271,11 @@ function provenanceOf(header: string): Record<string, unknown> {
 export function registerAudit(app: FastifyInstance, deps: AuditHttpDeps): void {
   app.decorateRequest('audit', null);
   app.decorateRequest('auditPayload', null);
-  app.addHook('onRequest', async (request) => {
+  // Callback hooks (no promise per request on the hot path).
+  app.addHook('onRequest', (request, _reply, done) => {
     const kind = kindOf(request);
     if (kind !== undefined) request.audit = new AuditRecorder(deps.env, facts(request, kind));
+    done();
   });
   app.addHook('preHandler', async (request) => {
     const header = request.headers['x-provenance'];
@@ -277,17 +283,24 @@ export function registerAudit(app: FastifyInstance, deps: AuditHttpDeps): void {
     if (request.method === 'GET' || request.method === 'HEAD') return;
     request.audit.provenance = provenanceOf(Array.isArray(header) ? header.join(',') : header);
   });
-  app.addHook('onSend', async (request, _reply, payload) => {
+  app.addHook('onSend', (request, _reply, payload, done) => {
     if (request.audit && typeof payload === 'string') request.auditPayload = payload;
+    done(null, payload);
   });
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     const rec = request.audit;
-    if (!rec) return;
-    const kind = rec.request.kind();
-    deps.writer.stored(rec.storedRows);
-    const settled = rec.storedWithWrites && rec.pending().length === 0 && reply.statusCode < 400;
-    if (!(settled && kind !== 'batch'))
-      deps.writer.add(rec.finish(reply.statusCode, describe(request, reply, rec, kind)));
-    request.auditPayload = null;
+    if (!rec) return done();
+    try {
+      const kind = rec.request.kind();
+      deps.writer.stored(rec.storedRows);
+      const settled = rec.storedWithWrites && rec.pending().length === 0 && reply.statusCode < 400;
+      if (!(settled && kind !== 'batch'))
+        deps.writer.add(rec.finish(reply.statusCode, describe(request, reply, rec, kind)));
+    } catch (err) {
+      request.log.error({ err }, 'the AuditEvent of this request could not be built');
+    } finally {
+      request.auditPayload = null;
+      done();
+    }
   });
 }
