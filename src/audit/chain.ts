@@ -1,9 +1,13 @@
 // Tamper evidence for the audit trail (API.md §10, issue 28 point 5): each project's AuditEvents form a hash chain.
-// Sealing gives every stored row, in insertion (`seq`) order, the next place of its project's chain: `chain_no`, the
-// previous link's hash (`prev_hash`, 64 zeros for the first link) and `hash` = hex sha256(prev_hash + '\n' + content).
-// `audit_chain_heads` keeps each chain's last link. Verification walks a chain and names the first link whose row
-// no longer matches. Anchor: retention (retention.ts) deletes only a prefix of each chain and never its last link, so
-// the first remaining row's prev_hash is taken as the chain's start; a gap anywhere after it is a deleted row.
+// AuditEvent rows (audit_events) are only ever inserted; each insert also puts the row's seq on the sealer's list
+// (audit_unsealed). Sealing takes the list in `seq` order and gives every row the next place of its project's chain,
+// stored beside it in audit_chain: `chain_no`, the previous link's hash (`prev_hash`, 64 zeros for the first link) and
+// `hash` = hex sha256(prev_hash + '\n' + content); the row leaves the list in the same transaction, so each row is on
+// the list or in the chain, never both. `audit_chain_heads` keeps each chain's last link. Verification walks a chain's
+// links (audit_chain joined to audit_events) and names the first link whose row no longer matches, or whose row is
+// gone. Anchor: retention (retention.ts) deletes only a prefix of each chain (links and rows together) and never its
+// last link, so the first remaining link's prev_hash is taken as the chain's start; a gap anywhere after it is a
+// deleted link.
 // Without a secret, the chain shows changes made by someone who did not recompute every later hash; an operator who
 // keeps the `head` of a verification elsewhere can also tell a rewritten chain from the one they saw.
 import { createHash } from 'node:crypto';
@@ -35,95 +39,120 @@ interface Head {
 }
 
 interface Link {
-  id: string;
   chain_no: number | string;
   prev_hash: string;
   hash: string;
-  content: string;
+  /** The AuditEvent's id and content; null when its row is gone. */
+  id: string | null;
+  content: string | null;
 }
 
 const isDb = (q: Queryable): q is Db => typeof (q as Partial<Db>).transaction === 'function';
 
 /**
- * Seals one batch inside `tx`: the oldest unsealed rows, each continuing its project's chain. -1 when another sealer
- * holds the lock (it seals these rows), otherwise the number of rows sealed.
+ * Seals one batch inside `tx`: the oldest rows on the sealer's list, each continuing its project's chain. -1 when
+ * another sealer holds the lock (it seals these rows), otherwise the seqs taken off the list and the rows sealed.
  */
-async function sealBatch(tx: Queryable, batch: number): Promise<number> {
+async function sealBatch(
+  tx: Queryable,
+  batch: number,
+): Promise<{ taken: number; sealed: number } | undefined> {
   const lock = await tx.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1::bigint) AS ok', [
     SEAL_LOCK,
   ]);
-  if (!lock.rows[0]?.ok) return -1;
-  const rows = await tx.query<{ seq: number | string; project_id: string; content: string }>(
-    'SELECT seq, project_id, content FROM audit_events WHERE hash IS NULL ORDER BY seq LIMIT $1',
+  if (!lock.rows[0]?.ok) return undefined;
+  // A seq whose row is gone, or that is already linked, cannot happen through the server (a row and its place on the
+  // list are inserted in one statement, and leave it when linked): such a seq is only taken off the list, rather than
+  // stopping sealing for every project.
+  const listed = await tx.query<{
+    seq: number | string;
+    project_id: string | null;
+    content: string | null;
+    linked: boolean;
+  }>(
+    `SELECT u.seq, a.project_id, a.content, EXISTS (SELECT 1 FROM audit_chain c WHERE c.seq = u.seq) AS linked
+     FROM (SELECT seq FROM audit_unsealed ORDER BY seq LIMIT $1) u
+     LEFT JOIN audit_events a ON a.seq = u.seq ORDER BY u.seq`,
     [batch],
   );
-  if (rows.rows.length === 0) return 0;
-  const projects = [...new Set(rows.rows.map((r) => r.project_id))];
-  const stored = await tx.query<{ project_id: string; chain_no: number | string; hash: string }>(
-    'SELECT project_id, chain_no, hash FROM audit_chain_heads WHERE project_id = ANY($1::text[])',
-    [projects],
+  if (listed.rows.length === 0) return { taken: 0, sealed: 0 };
+  const rows = listed.rows.filter(
+    (r): r is typeof r & { project_id: string; content: string } => r.content !== null && !r.linked,
   );
-  const heads = new Map<string, Head>(
-    stored.rows.map((h) => [h.project_id, { chainNo: Number(h.chain_no), hash: h.hash }]),
-  );
+  const projects = [...new Set(rows.map((r) => r.project_id))];
+  const heads = new Map<string, Head>();
+  if (projects.length > 0) {
+    const stored = await tx.query<{ project_id: string; chain_no: number | string; hash: string }>(
+      'SELECT project_id, chain_no, hash FROM audit_chain_heads WHERE project_id = ANY($1::text[])',
+      [projects],
+    );
+    for (const h of stored.rows) heads.set(h.project_id, { chainNo: Number(h.chain_no), hash: h.hash });
+  }
   const headless = projects.filter((p) => !heads.has(p));
   if (headless.length > 0) {
     // A new chain, normally. A chain whose head record was deleted continues from its last remaining link: starting
-    // again at 1 would collide with the links kept (audit_events_chain) and stop sealing for every project.
+    // again at 1 would collide with the links kept (audit_chain_link) and stop sealing for every project.
     const ends = await tx.query<{ project_id: string; chain_no: number | string; hash: string }>(
-      `SELECT DISTINCT ON (project_id) project_id, chain_no, hash FROM audit_events
-       WHERE project_id = ANY($1::text[]) AND chain_no IS NOT NULL ORDER BY project_id, chain_no DESC`,
+      `SELECT DISTINCT ON (project_id) project_id, chain_no, hash FROM audit_chain
+       WHERE project_id = ANY($1::text[]) ORDER BY project_id, chain_no DESC`,
       [headless],
     );
     for (const e of ends.rows) heads.set(e.project_id, { chainNo: Number(e.chain_no), hash: e.hash });
   }
   const seqs: string[] = [];
+  const projectIds: string[] = [];
   const chainNos: number[] = [];
   const prevs: string[] = [];
   const hashes: string[] = [];
-  for (const r of rows.rows) {
+  for (const r of rows) {
     const head = heads.get(r.project_id) ?? { chainNo: 0, hash: GENESIS_HASH };
     const next = { chainNo: head.chainNo + 1, hash: linkHash(head.hash, r.content) };
     seqs.push(String(r.seq));
+    projectIds.push(r.project_id);
     chainNos.push(next.chainNo);
     prevs.push(head.hash);
     hashes.push(next.hash);
     heads.set(r.project_id, next);
   }
-  await tx.query(
-    `UPDATE audit_events a SET chain_no = v.chain_no, prev_hash = v.prev_hash, hash = v.hash
-     FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS v(seq, chain_no, prev_hash, hash)
-     WHERE a.seq = v.seq`,
-    [seqs, chainNos, prevs, hashes],
-  );
-  const ends = projects.map((p) => heads.get(p) as Head);
-  await tx.query(
-    `INSERT INTO audit_chain_heads (project_id, chain_no, hash)
-     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])
-     ON CONFLICT (project_id) DO UPDATE SET chain_no = EXCLUDED.chain_no, hash = EXCLUDED.hash`,
-    [projects, ends.map((h) => h.chainNo), ends.map((h) => h.hash)],
-  );
-  return rows.rows.length;
+  if (seqs.length > 0)
+    await tx.query(
+      `INSERT INTO audit_chain (seq, project_id, chain_no, prev_hash, hash)
+       SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[])`,
+      [seqs, projectIds, chainNos, prevs, hashes],
+    );
+  await tx.query('DELETE FROM audit_unsealed WHERE seq = ANY($1::bigint[])', [
+    listed.rows.map((r) => String(r.seq)),
+  ]);
+  if (projects.length > 0) {
+    const ends = projects.map((p) => heads.get(p) as Head);
+    await tx.query(
+      `INSERT INTO audit_chain_heads (project_id, chain_no, hash)
+       SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])
+       ON CONFLICT (project_id) DO UPDATE SET chain_no = EXCLUDED.chain_no, hash = EXCLUDED.hash`,
+      [projects, ends.map((h) => h.chainNo), ends.map((h) => h.hash)],
+    );
+  }
+  return { taken: listed.rows.length, sealed: seqs.length };
 }
 
 /**
- * Seals every unsealed row, a batch per transaction (rows and heads together). Given a transaction instead of a Db,
- * seals within it. Returns the rows sealed; returns early when another sealer (any instance) is at work.
+ * Seals every unsealed row, a batch per transaction (links, the list and heads together). Given a transaction instead
+ * of a Db, seals within it. Returns the rows sealed; returns early when another sealer (any instance) is at work.
  */
 async function seal(q: Queryable, batch: number): Promise<number> {
   let total = 0;
   for (;;) {
     const n = isDb(q) ? await q.transaction((tx) => sealBatch(tx, batch)) : await sealBatch(q, batch);
-    if (n < 0) return total;
-    total += n;
-    if (n < batch) return total;
+    if (!n) return total;
+    total += n.sealed;
+    if (n.taken < batch) return total;
   }
 }
 
 const range = (from: number, to: number): string =>
   from === to ? `link ${from} is` : `links ${from}–${to} are`;
 
-/** Walks one chain from its first remaining row to `head`; undefined when the walk met rows deleted meanwhile. */
+/** Walks one chain from its first remaining link to `head`; undefined when the walk met links deleted meanwhile. */
 async function walk(
   db: Db,
   projectId: string,
@@ -140,18 +169,23 @@ async function walk(
   });
   for (;;) {
     const rows = await db.query<Link>(
-      `SELECT id, chain_no, prev_hash, hash, content FROM audit_events
-       WHERE project_id = $1 AND chain_no > $2 AND chain_no <= $3 ORDER BY chain_no LIMIT $4`,
+      `SELECT c.chain_no, c.prev_hash, c.hash, a.id, a.content
+       FROM audit_chain c LEFT JOIN audit_events a ON a.seq = c.seq
+       WHERE c.project_id = $1 AND c.chain_no > $2 AND c.chain_no <= $3 ORDER BY c.chain_no LIMIT $4`,
       [projectId, prev?.chainNo ?? 0, head.chainNo, page],
     );
     for (const row of rows.rows) {
       const chainNo = Number(row.chain_no);
       if (prev && chainNo !== prev.chainNo + 1) {
-        // Retention deletes a chain's oldest rows: when the row just checked is gone too, the walk started on rows
-        // deleted meanwhile and starts again; otherwise rows were deleted from the middle.
+        // Retention deletes a chain's oldest links: when the link just checked is gone too, the walk started on links
+        // deleted meanwhile and starts again; otherwise links were deleted from the middle.
         if (!(await linkExists(db, projectId, prev.chainNo))) return undefined;
-        return broken(row.id, chainNo, `${range(prev.chainNo + 1, chainNo - 1)} missing (deleted)`);
+        return broken(row.id ?? '', chainNo, `${range(prev.chainNo + 1, chainNo - 1)} missing (deleted)`);
       }
+      // Retention deletes a link and its row in one statement, which a page (one statement) sees whole or not at all:
+      // a link without its row is a row deleted from audit_events alone.
+      if (row.id === null || row.content === null)
+        return broken('', chainNo, `link ${chainNo}'s AuditEvent is missing (deleted)`);
       if (prev && row.prev_hash !== prev.hash)
         return broken(row.id, chainNo, `prev_hash does not match link ${prev.chainNo}`);
       if (!prev && chainNo === 1 && row.prev_hash !== GENESIS_HASH)
@@ -188,7 +222,7 @@ async function walk(
 }
 
 async function linkExists(db: Queryable, projectId: string, chainNo: number): Promise<boolean> {
-  const r = await db.query('SELECT 1 FROM audit_events WHERE project_id = $1 AND chain_no = $2', [
+  const r = await db.query('SELECT 1 FROM audit_chain WHERE project_id = $1 AND chain_no = $2', [
     projectId,
     chainNo,
   ]);
@@ -197,7 +231,7 @@ async function linkExists(db: Queryable, projectId: string, chainNo: number): Pr
 
 async function prevHashOf(db: Queryable, projectId: string, chainNo: number): Promise<string | undefined> {
   const r = await db.query<{ prev_hash: string }>(
-    'SELECT prev_hash FROM audit_events WHERE project_id = $1 AND chain_no = $2',
+    'SELECT prev_hash FROM audit_chain WHERE project_id = $1 AND chain_no = $2',
     [projectId, chainNo],
   );
   return r.rows[0]?.prev_hash;
@@ -216,8 +250,9 @@ async function verify(
   );
   const row = h.rows[0];
   if (!row) {
-    const any = await db.query<{ id: string; chain_no: number | string }>(
-      'SELECT id, chain_no FROM audit_events WHERE project_id = $1 AND chain_no IS NOT NULL ORDER BY chain_no DESC LIMIT 1',
+    const any = await db.query<{ id: string | null; chain_no: number | string }>(
+      `SELECT a.id, c.chain_no FROM audit_chain c LEFT JOIN audit_events a ON a.seq = c.seq
+       WHERE c.project_id = $1 ORDER BY c.chain_no DESC LIMIT 1`,
       [projectId],
     );
     const last = any.rows[0];
@@ -225,7 +260,11 @@ async function verify(
     return {
       valid: false,
       checked: 0,
-      broken: { id: last.id, chainNo: Number(last.chain_no), reason: "the chain's head record is missing" },
+      broken: {
+        id: last.id ?? '',
+        chainNo: Number(last.chain_no),
+        reason: "the chain's head record is missing",
+      },
     };
   }
   const head = { chainNo: Number(row.chain_no), hash: row.hash };
@@ -237,7 +276,7 @@ async function verify(
   throw new Error(`audit chain of project '${projectId}': rows kept disappearing during verification`);
 }
 
-/** The hash chains over `audit_events` of the database `db` (see the file's header for the rules). */
+/** The hash chains over `audit_events` (links in `audit_chain`) of the database `db` (see the file's header). */
 export function createAuditChain(db: Db, options: AuditChainOptions = {}): AuditChain {
   const opts = { sealBatch: options.sealBatch ?? SEAL_BATCH, verifyPage: options.verifyPage ?? VERIFY_PAGE };
   return {

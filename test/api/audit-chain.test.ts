@@ -1,5 +1,6 @@
 // The audit trail's tamper evidence and retention (issue 28 points 2 and 5): sealing (src/audit/chain.ts), retention
-// (src/audit/retention.ts) and AuditEvent/$verify-chain. Rows are inserted with SQL, as the recorder would store them.
+// (src/audit/retention.ts) and AuditEvent/$verify-chain. Rows are inserted with SQL, as the recorder would store them;
+// tampering is SQL on audit_events (the rows) and audit_chain (their links).
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAuditChain, GENESIS_HASH, linkHash } from '../../src/audit/chain.js';
@@ -7,11 +8,12 @@ import { createAuditMaintenance, deleteAuditBatch } from '../../src/audit/retent
 import type { Db } from '../../src/storage/db.js';
 import { testDatabases } from '../support/db.js';
 import { scopedClientToken, startTestApp, type TestApp } from '../support/app.js';
-import { insertEvent, insertMany } from '../support/audit-rows.js';
+import { deleteSealed, insertEvent, insertMany } from '../support/audit-rows.js';
 
 const DAY = 86_400_000;
 
 interface Sealed {
+  seq: string;
   id: string;
   chain_no: number;
   prev_hash: string;
@@ -19,13 +21,19 @@ interface Sealed {
   content: string;
 }
 
+/** A project's AuditEvent rows in chain order with their links; unsealed rows last, their link fields null. */
 async function chainOf(db: Db, projectId: string): Promise<Sealed[]> {
   const r = await db.query<Sealed>(
-    'SELECT id, chain_no, prev_hash, hash, content FROM audit_events WHERE project_id = $1 ORDER BY chain_no',
+    `SELECT a.seq::text AS seq, a.id, c.chain_no, c.prev_hash, c.hash, a.content
+     FROM audit_events a LEFT JOIN audit_chain c ON c.seq = a.seq
+     WHERE a.project_id = $1 ORDER BY c.chain_no NULLS LAST, a.seq`,
     [projectId],
   );
   return r.rows.map((row) => ({ ...row, chain_no: Number(row.chain_no) }));
 }
+
+const count = async (db: Db, sql: string, params: unknown[] = []): Promise<number> =>
+  (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${sql}`, params)).rows[0]!.n;
 
 describe.each(testDatabases())('audit hash chain on $name', (database) => {
   let db: Db;
@@ -44,6 +52,8 @@ describe.each(testDatabases())('audit hash chain on $name', (database) => {
     await insertEvent(db, '');
     expect(await chain.seal(db)).toBe(19);
     expect(await chain.seal(db)).toBe(0);
+    // Sealing only inserts links and empties the list: the rows are as inserted.
+    expect(await count(db, 'audit_unsealed')).toBe(0);
     for (const [p, n] of [
       [a, 12],
       [b, 6],
@@ -86,7 +96,21 @@ describe.each(testDatabases())('audit hash chain on $name', (database) => {
     expect((await chains[1]!.verify(p)).valid).toBe(true);
   });
 
-  it('names the first broken link: changed content, changed hash, a deleted middle row, a deleted tail', async () => {
+  it('a listed seq without its row, or already linked, is only taken off the list', async () => {
+    const chain = createAuditChain(db, { sealBatch: 2 });
+    const p = randomUUID();
+    await insertMany(db, p, 2);
+    await chain.seal(db);
+    const [first] = await chainOf(db, p);
+    await db.query('INSERT INTO audit_unsealed (seq) VALUES ($1), (-5), (-4), (-3)', [first!.seq]);
+    await insertMany(db, p, 3);
+    expect(await chain.seal(db)).toBe(3);
+    expect(await count(db, 'audit_unsealed')).toBe(0);
+    expect((await chainOf(db, p)).map((r) => r.chain_no)).toEqual([1, 2, 3, 4, 5]);
+    expect(await chain.verify(p)).toMatchObject({ valid: true, checked: 5 });
+  });
+
+  it('names the first broken link: changed content, hash or prev_hash, rows or links deleted (middle, tail)', async () => {
     const chain = createAuditChain(db, { verifyPage: 4 });
     const fresh = async (n: number): Promise<{ p: string; rows: Sealed[] }> => {
       const p = randomUUID();
@@ -109,29 +133,39 @@ describe.each(testDatabases())('audit hash chain on $name', (database) => {
     });
 
     const h = await fresh(10);
-    await db.query('UPDATE audit_events SET hash = $2 WHERE id = $1', [h.rows[2]!.id, 'f'.repeat(64)]);
+    await db.query('UPDATE audit_chain SET hash = $2 WHERE seq = $1', [h.rows[2]!.seq, 'f'.repeat(64)]);
     const vh = await chain.verify(h.p);
     expect(vh.valid).toBe(false);
     expect(vh.broken).toMatchObject({ id: h.rows[2]!.id, chainNo: 3 });
     expect(vh.broken!.reason).toMatch(/^hash was changed/);
 
     const ph = await fresh(6);
-    await db.query('UPDATE audit_events SET prev_hash = $2 WHERE id = $1', [ph.rows[4]!.id, 'a'.repeat(64)]);
+    await db.query('UPDATE audit_chain SET prev_hash = $2 WHERE seq = $1', [ph.rows[4]!.seq, 'a'.repeat(64)]);
     expect((await chain.verify(ph.p)).broken).toEqual({
       id: ph.rows[4]!.id,
       chainNo: 5,
       reason: 'prev_hash does not match link 4',
     });
 
+    // A row deleted from audit_events alone: its link remains and names it.
+    const e = await fresh(10);
+    await db.query('DELETE FROM audit_events WHERE id = ANY($1)', [[e.rows[6]!.id, e.rows[7]!.id]]);
+    expect(await chain.verify(e.p)).toEqual({
+      valid: false,
+      checked: 6,
+      head: e.rows[5]!.hash,
+      broken: { id: '', chainNo: 7, reason: "link 7's AuditEvent is missing (deleted)" },
+    });
+    // Links deleted (with or without their rows): a gap.
     const m = await fresh(10);
-    await db.query('DELETE FROM audit_events WHERE id = ANY($1)', [[m.rows[6]!.id, m.rows[7]!.id]]);
+    await deleteSealed(db, [m.rows[6]!.id, m.rows[7]!.id]);
     expect(await chain.verify(m.p)).toMatchObject({
       valid: false,
       checked: 6,
       broken: { id: m.rows[8]!.id, chainNo: 9, reason: 'links 7–8 are missing (deleted)' },
     });
     const m1 = await fresh(5);
-    await db.query('DELETE FROM audit_events WHERE id = $1', [m1.rows[1]!.id]);
+    await db.query('DELETE FROM audit_chain WHERE seq = $1', [m1.rows[1]!.seq]);
     expect((await chain.verify(m1.p)).broken).toEqual({
       id: m1.rows[2]!.id,
       chainNo: 3,
@@ -139,7 +173,10 @@ describe.each(testDatabases())('audit hash chain on $name', (database) => {
     });
 
     const t = await fresh(10);
-    await db.query('DELETE FROM audit_events WHERE id = ANY($1)', [t.rows.slice(7).map((r) => r.id)]);
+    await deleteSealed(
+      db,
+      t.rows.slice(7).map((r) => r.id),
+    );
     expect(await chain.verify(t.p)).toMatchObject({
       valid: false,
       checked: 7,
@@ -150,13 +187,38 @@ describe.each(testDatabases())('audit hash chain on $name', (database) => {
       },
     });
 
+    const te = await fresh(4);
+    await db.query('DELETE FROM audit_events WHERE id = $1', [te.rows[3]!.id]);
+    expect((await chain.verify(te.p)).broken).toEqual({
+      id: '',
+      chainNo: 4,
+      reason: "link 4's AuditEvent is missing (deleted)",
+    });
+
     const all = await fresh(3);
     await db.query('DELETE FROM audit_events WHERE project_id = $1', [all.p]);
-    expect((await chain.verify(all.p)).valid).toBe(false);
+    expect(await chain.verify(all.p)).toEqual({
+      valid: false,
+      checked: 0,
+      broken: { id: '', chainNo: 1, reason: "link 1's AuditEvent is missing (deleted)" },
+    });
+    const all2 = await fresh(3);
+    await deleteSealed(
+      db,
+      all2.rows.map((r) => r.id),
+    );
+    expect((await chain.verify(all2.p)).broken).toEqual({
+      id: '',
+      chainNo: 3,
+      reason: 'every link up to 3 is missing (deleted)',
+    });
 
     // Deleting the oldest rows (as retention does) leaves a chain that still verifies from its new first row.
     const o = await fresh(8);
-    await db.query('DELETE FROM audit_events WHERE id = ANY($1)', [o.rows.slice(0, 3).map((r) => r.id)]);
+    await deleteSealed(
+      db,
+      o.rows.slice(0, 3).map((r) => r.id),
+    );
     expect(await chain.verify(o.p)).toEqual({ valid: true, checked: 5, head: o.rows[7]!.hash });
   });
 
@@ -193,7 +255,10 @@ describe.each(testDatabases())('audit hash chain on $name', (database) => {
       ...db,
       query: async (sql, params, opts) => {
         if (sql.includes('chain_no > $2') && ++pages === 2)
-          await db.query('DELETE FROM audit_events WHERE id = ANY($1)', [rows.slice(0, 3).map((r) => r.id)]);
+          await deleteSealed(
+            db,
+            rows.slice(0, 3).map((r) => r.id),
+          );
         return db.query(sql, params, opts);
       },
     };
@@ -261,6 +326,33 @@ describe.each(testDatabases())('audit hash chain on $name', (database) => {
         expect((await chainOf(rdb, project)).length).toBe(1);
         expect(await chain.verify(project)).toMatchObject({ valid: true, checked: 1 });
       }
+      // Links and rows went together.
+      expect(
+        await count(rdb, 'audit_chain c WHERE NOT EXISTS (SELECT 1 FROM audit_events a WHERE a.seq = c.seq)'),
+      ).toBe(0);
+      expect(
+        await count(rdb, 'audit_events a WHERE NOT EXISTS (SELECT 1 FROM audit_chain c WHERE c.seq = a.seq)'),
+      ).toBe(0);
+    } finally {
+      await rdb.close();
+    }
+  });
+
+  it('retention: a link whose row was deleted alone holds nothing up, and goes with the links around it', async () => {
+    const rdb = await database.open();
+    try {
+      const now = new Date();
+      const chain = createAuditChain(rdb);
+      const p = randomUUID();
+      const old = await insertMany(rdb, p, 5, new Date(now.getTime() - 3 * DAY));
+      const recent = await insertMany(rdb, p, 2, new Date(now.getTime() - DAY / 2));
+      await chain.seal(rdb);
+      await rdb.query('DELETE FROM audit_events WHERE id = ANY($1)', [[old[0], old[2]]]);
+      expect((await chain.verify(p)).broken?.reason).toBe("link 1's AuditEvent is missing (deleted)");
+      expect(await deleteAuditBatch(rdb, new Date(now.getTime() - DAY), 100)).toBe(5);
+      expect(await count(rdb, 'audit_chain')).toBe(2);
+      expect((await chainOf(rdb, p)).map((x) => x.id)).toEqual(recent);
+      expect(await chain.verify(p)).toMatchObject({ valid: true, checked: 2 });
     } finally {
       await rdb.close();
     }

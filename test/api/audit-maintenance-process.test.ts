@@ -81,12 +81,13 @@ describe.skipIf(!PG_URL)('audit sealing and retention in the server process (Pos
     const ids = async (): Promise<string[]> =>
       (
         await db.query<{ id: string }>(
-          'SELECT id FROM audit_events WHERE project_id = $1 ORDER BY chain_no',
+          `SELECT a.id FROM audit_chain c JOIN audit_events a ON a.seq = c.seq
+           WHERE c.project_id = $1 ORDER BY c.chain_no`,
           [project],
         )
       ).rows.map((r) => r.id);
     await until('every row is sealed', async () => {
-      const r = await db.query('SELECT 1 FROM audit_events WHERE hash IS NULL');
+      const r = await db.query('SELECT 1 FROM audit_unsealed');
       return r.rows.length === 0;
     });
     // With a retention of a minute, the sweep runs every 6 s: the old rows go, the recent ones stay.

@@ -1,5 +1,6 @@
-// AuditEvent rows stored directly with SQL (the columns of migration 018), unsealed, as the recorder stores them: for
-// tests of the chain, retention and $verify-chain that need rows without the requests that would record them.
+// AuditEvent rows stored directly with SQL (the tables of migration 018), unsealed, as the recorder stores them (the
+// row, and its seq on the sealer's list audit_unsealed, in one statement): for tests of the chain, retention and
+// $verify-chain that need rows without the requests that would record them.
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../src/storage/db.js';
 
@@ -19,8 +20,11 @@ export async function insertEvent(db: Queryable, projectId: string, recorded = n
     entity: [{ what: { reference: 'Patient/x1' } }],
   });
   await db.query(
-    `INSERT INTO audit_events (id, project_id, recorded, type, subtype, action, outcome, agents, entities, patients, content)
-     VALUES ($1, $2, $3, $4, $5, 'R', '0', $6, $7, $8, $9)`,
+    `WITH a AS (
+       INSERT INTO audit_events (id, project_id, recorded, type, subtype, action, outcome, agents, entities, patients, content)
+       VALUES ($1, $2, $3, $4, $5, 'R', '0', $6, $7, $8, $9) RETURNING seq
+     )
+     INSERT INTO audit_unsealed (seq) SELECT seq FROM a`,
     [
       id,
       projectId,
@@ -45,4 +49,13 @@ export async function insertMany(
   const ids: string[] = [];
   for (let i = 0; i < n; i++) ids.push(await insertEvent(db, projectId, recorded));
   return ids;
+}
+
+/** Deletes the rows `ids` and their links in one statement, as retention does. */
+export async function deleteSealed(db: Queryable, ids: readonly string[]): Promise<void> {
+  await db.query(
+    `WITH e AS (DELETE FROM audit_events WHERE id = ANY($1::text[]) RETURNING seq)
+     DELETE FROM audit_chain WHERE seq IN (SELECT seq FROM e)`,
+    [ids],
+  );
 }

@@ -55,6 +55,13 @@ describe('migration 018', () => {
       content,
     });
     expect(new Date(row[0]?.recorded as string).toISOString()).toBe('2025-01-02T03:04:05.000Z');
+    // Moved unsealed: on the sealer's list, not yet linked.
+    const listed = await db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM audit_unsealed u JOIN audit_events a ON a.seq = u.seq',
+    );
+    expect(listed.rows[0]?.n).toBe(1);
+    const linked = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_chain');
+    expect(linked.rows[0]?.n).toBe(0);
     for (const table of ['resources', 'resource_history', 'sp_token']) {
       const n = await db.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM ${table} WHERE resource_type = 'AuditEvent'`,
