@@ -1,7 +1,14 @@
 // Builds an AuditEvent as IHE Basic Audit Log Patterns says (https://profiles.ihe.net/ITI/BALP/, R4 AuditEvent) from
 // what a request was, who made it and what it touched, and the stored row around it (model.ts AuditRow). The one
 // place that knows the codes; the HTTP layer and the repository only say what happened.
-import type { AuditAgent, AuditEntity, AuditKind, AuditRow, RestInteraction } from './model.js';
+import {
+  storableJson,
+  type AuditAgent,
+  type AuditEntity,
+  type AuditKind,
+  type AuditRow,
+  type RestInteraction,
+} from './model.js';
 
 const AUDIT_TYPE = 'http://terminology.hl7.org/CodeSystem/audit-event-type';
 const INTERACTION = 'http://hl7.org/fhir/restful-interaction';
@@ -76,7 +83,7 @@ function typeOf(kind: AuditKind) {
 // An AuditEvent is written for every request, so its JSON is put together from pieces made once: what each kind of
 // request is (type, subtype, action, and their search columns), each entity's type and role, and per server its own
 // agent and source. Only the values of the request itself are serialised each time.
-const q = JSON.stringify;
+const q = storableJson;
 
 interface KindText {
   text: string;
@@ -212,7 +219,7 @@ export function clientAuditRow(
     .map((e) => ref(e.what))
     .filter((x): x is string => !!x);
   const id = resource.id as string;
-  const content = JSON.stringify(resource);
+  const content = storableJson(resource);
   return {
     id,
     projectId,

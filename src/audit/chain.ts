@@ -218,6 +218,17 @@ async function walk(
       `${range(prev.chainNo + 1, head.chainNo)} missing (deleted): the chain's head is link ${head.chainNo}`,
     );
   if (prev.hash !== head.hash) return broken(prev.id, prev.chainNo, "hash does not match the chain's head");
+  // Every row is either on the sealer's list or in a link: a row in neither had its link deleted (perhaps one of the
+  // oldest, which the walk would take for retention), and its content is no longer covered by any hash.
+  const unlinked = await db.query<{ id: string }>(
+    `SELECT a.id FROM audit_events a WHERE a.project_id = $1
+       AND NOT EXISTS (SELECT 1 FROM audit_chain c WHERE c.seq = a.seq)
+       AND NOT EXISTS (SELECT 1 FROM audit_unsealed u WHERE u.seq = a.seq)
+     ORDER BY a.seq LIMIT 1`,
+    [projectId],
+  );
+  const orphan = unlinked.rows[0];
+  if (orphan) return broken(orphan.id, 0, 'the AuditEvent is in no link of the chain (its link was deleted)');
   return { valid: true, checked, head: prev.hash };
 }
 

@@ -83,3 +83,14 @@ export interface AuditChain {
   /** Seals, then walks `projectId`'s chain from its first remaining row to its head; names the first broken link. */
   verify(projectId: string): Promise<ChainVerification>;
 }
+
+/**
+ * JSON.stringify for what the audit table stores: PostgreSQL's text holds no NUL character, so one in a value (an error
+ * message quoting the input, a user name tried) becomes U+FFFD — else the row, and the batch with it, could not be
+ * stored at all.
+ */
+export function storableJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    typeof v === 'string' && v.includes('\0') ? v.replace(/\0/g, '\uFFFD') : v,
+  );
+}

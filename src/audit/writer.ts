@@ -3,7 +3,8 @@
 // `intervalMs` (one second) after it was recorded, and on close (a graceful stop flushes what is left). With
 // `auditLog: stdout` every row is also written to a sink (standard output) as one JSON line once it is stored.
 import type { Queryable } from '../storage/db.js';
-import type { AuditRow } from './model.js';
+import { storableJson, type AuditRow } from './model.js';
+import { sqlState } from '../storage/db.js';
 
 const COLUMNS =
   'id, project_id, recorded, type, subtype, action, outcome, agents, entities, patients, content';
@@ -14,7 +15,7 @@ const COLUMNS =
  */
 function rowsParam(rows: readonly AuditRow[]): string {
   const parts = rows.map((r) => {
-    const head = JSON.stringify({
+    const head = storableJson({
       id: r.id,
       project_id: r.projectId,
       recorded: r.recorded.toISOString(),
@@ -95,12 +96,31 @@ export function createAuditWriter(opts: AuditWriterOptions): AuditWriter {
     if (opts.mirror) for (const r of rows) opts.mirror(r.content);
   };
 
+  async function storeEach(batch: readonly AuditRow[]): Promise<void> {
+    for (const row of batch) {
+      try {
+        await insertAuditRows(opts.db, [row]);
+      } catch (err) {
+        if (!refusesData(err)) throw err;
+        opts.log?.error({ err, id: row.id }, 'an audit event could not be stored and was dropped');
+      }
+    }
+  }
+
   async function store(): Promise<void> {
     while (buffer.length > 0) {
       const batch = buffer.slice(0, maxBatch);
       try {
         await insertAuditRows(opts.db, batch);
       } catch (err) {
+        if (refusesData(err)) {
+          // The database refused a row, not the connection: store the rows one by one, so that one row that cannot
+          // be stored never holds back the others (it is logged, with its id, and dropped).
+          await storeEach(batch);
+          buffer = buffer.slice(batch.length);
+          mirror(batch);
+          continue;
+        }
         // Kept for the next attempt (the database may be restarting); never more than maxBuffered rows.
         opts.log?.error({ err, rows: buffer.length }, 'audit events could not be stored; retrying');
         if (buffer.length > maxBuffered) {
@@ -144,4 +164,13 @@ export function createAuditWriter(opts: AuditWriterOptions): AuditWriter {
       await run();
     },
   };
+}
+
+/**
+ * Whether PostgreSQL refused the statement's data: a SQLSTATE outside the connection and resource classes (a socket's
+ * error code, such as ECONNREFUSED, is no SQLSTATE).
+ */
+function refusesData(err: unknown): boolean {
+  const state = sqlState(err);
+  return state !== undefined && /^[0-9A-Z]{5}$/.test(state) && !/^(08|53|57|58|XX)/.test(state);
 }

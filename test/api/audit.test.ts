@@ -591,6 +591,13 @@ describe.each(testDatabases())('audit trail on $name', (database) => {
     }
     const big = await req(a.adminToken, 'GET', 'AuditEvent?_count=100000');
     expect(big.statusCode).toBe(200);
+    // Each refusal is recorded, the one whose error quotes a NUL character too (stored as U+FFFD, never blocking the
+    // rows batched with it).
+    const refused = await auditEvents(t, a.adminToken, 'subtype=search&outcome=4&_count=200', (e) =>
+      e.some((x) => String(x.outcomeDesc).includes('patient: \uFFFD')),
+    );
+    expect(refused.some((x) => String(x.outcomeDesc).includes('patient: \uFFFD'))).toBe(true);
+    expect(refused.some((x) => String(x.outcomeDesc).includes('Unknown search parameter'))).toBe(true);
   });
 
   it('pages newest first with next links', async () => {
@@ -640,6 +647,21 @@ describe.each(testDatabases())('audit trail on $name', (database) => {
     expect(broken.valid).toBe(false);
     expect(broken.brokenAt).toEqual({ reference: `AuditEvent/${victim.id as string}` });
     expect(String(broken.reason)).toMatch(/content/);
+    // Put it back, then take the oldest event out of the chain (its link deleted, the row kept): retention never
+    // leaves such a row, so the verification names it.
+    await t.db.query(
+      `UPDATE audit_events SET content = replace(content, '"outcome":"4"', '"outcome":"0"') WHERE id = $1`,
+      [victim.id],
+    );
+    expect((await verify()).valid).toBe(true);
+    const oldest = events[events.length - 1] as Json;
+    await t.db.query('DELETE FROM audit_chain WHERE seq = (SELECT seq FROM audit_events WHERE id = $1)', [
+      oldest.id,
+    ]);
+    const unlinked = await verify();
+    expect(unlinked.valid).toBe(false);
+    expect(unlinked.brokenAt).toEqual({ reference: `AuditEvent/${oldest.id as string}` });
+    expect(String(unlinked.reason)).toMatch(/no link/);
   });
 
   it('mirrors every stored AuditEvent as one JSON line (auditLog: stdout)', async () => {
