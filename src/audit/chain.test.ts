@@ -6,12 +6,13 @@ import { FhirError } from '../fhir/outcome.js';
 import { GENESIS_HASH, linkHash } from './chain.js';
 
 describe('linkHash', () => {
-  it('is hex sha256 of the previous hash, a line feed and the content, as UTF-8', () => {
+  it("is hex sha256 of the previous hash, a line feed and the hex sha256 of the content's UTF-8", () => {
     const content = '{"resourceType":"AuditEvent","id":"é"}';
     expect(GENESIS_HASH).toBe('0'.repeat(64));
+    const ofContent = createHash('sha256').update(Buffer.from(content, 'utf8')).digest('hex');
     expect(linkHash(GENESIS_HASH, content)).toBe(
       createHash('sha256')
-        .update(Buffer.from(`${'0'.repeat(64)}\n${content}`, 'utf8'))
+        .update(Buffer.from(`${'0'.repeat(64)}\n${ofContent}`, 'utf8'))
         .digest('hex'),
     );
     expect(linkHash(GENESIS_HASH, content)).not.toBe(linkHash(GENESIS_HASH, `${content} `));

@@ -2,7 +2,8 @@
 // AuditEvent rows (audit_events) are only ever inserted; each insert also puts the row's seq on the sealer's list
 // (audit_unsealed). Sealing takes the list in `seq` order and gives every row the next place of its project's chain,
 // stored beside it in audit_chain: `chain_no`, the previous link's hash (`prev_hash`, 64 zeros for the first link) and
-// `hash` = hex sha256(prev_hash + '\n' + content); the row leaves the list in the same transaction, so each row is on
+// `hash` = hex sha256(prev_hash + '\n' + sha256(content)), the content's hash taken when the row was stored and kept on
+// the list, so sealing never reads the rows back; the row leaves the list in the same transaction, so each row is on
 // the list or in the chain, never both. `audit_chain_heads` keeps each chain's last link. Verification walks a chain's
 // links (audit_chain joined to audit_events) and names the first link whose row no longer matches, or whose row is
 // gone. Anchor: retention (retention.ts) deletes only a prefix of each chain (links and rows together) and never its
@@ -12,7 +13,7 @@
 // keeps the `head` of a verification elsewhere can also tell a rewritten chain from the one they saw.
 import { createHash } from 'node:crypto';
 import type { Db, Queryable } from '../storage/db.js';
-import type { AuditChain, ChainVerification } from './model.js';
+import { contentHash, type AuditChain, type ChainVerification } from './model.js';
 
 /** The prev_hash of each chain's first link. */
 export const GENESIS_HASH = '0'.repeat(64);
@@ -21,9 +22,17 @@ const SEAL_LOCK = 72_410_028;
 const SEAL_BATCH = 1000;
 const VERIFY_PAGE = 1000;
 
-/** A link's hash: hex sha256 of the previous link's hash, a line feed, and the AuditEvent's stored JSON. */
+/**
+ * A link's hash from the previous link's hash and the hash of the AuditEvent's stored JSON (model.ts contentHash, taken
+ * when the row is stored): hex sha256 of the previous hash, a line feed, and the content hash.
+ */
+export function chainHash(prevHash: string, contentSha256: string): string {
+  return createHash('sha256').update(`${prevHash}\n${contentSha256}`, 'utf8').digest('hex');
+}
+
+/** A link's hash over the AuditEvent's stored JSON itself (what verification recomputes). */
 export function linkHash(prevHash: string, content: string): string {
-  return createHash('sha256').update(`${prevHash}\n${content}`, 'utf8').digest('hex');
+  return chainHash(prevHash, contentHash(content));
 }
 
 export interface AuditChainOptions {
@@ -61,24 +70,22 @@ async function sealBatch(
     SEAL_LOCK,
   ]);
   if (!lock.rows[0]?.ok) return undefined;
-  // A seq whose row is gone, or that is already linked, cannot happen through the server (a row and its place on the
-  // list are inserted in one statement, and leave it when linked): such a seq is only taken off the list, rather than
-  // stopping sealing for every project.
+  // A seq already linked cannot happen through the server (a row and its place on the list are inserted in one
+  // statement, and leave it when linked): such a seq is only taken off the list, rather than stopping sealing for every
+  // project. The list holds each row's project and content hash: the rows themselves are not read back (a listed seq
+  // whose row was deleted is linked all the same, and verification names the link whose AuditEvent is missing).
   const listed = await tx.query<{
     seq: number | string;
-    project_id: string | null;
-    content: string | null;
+    project_id: string;
+    content_hash: string;
     linked: boolean;
   }>(
-    `SELECT u.seq, a.project_id, a.content, EXISTS (SELECT 1 FROM audit_chain c WHERE c.seq = u.seq) AS linked
-     FROM (SELECT seq FROM audit_unsealed ORDER BY seq LIMIT $1) u
-     LEFT JOIN audit_events a ON a.seq = u.seq ORDER BY u.seq`,
+    `SELECT u.seq, u.project_id, u.content_hash, EXISTS (SELECT 1 FROM audit_chain c WHERE c.seq = u.seq) AS linked
+     FROM audit_unsealed u ORDER BY u.seq LIMIT $1`,
     [batch],
   );
   if (listed.rows.length === 0) return { taken: 0, sealed: 0 };
-  const rows = listed.rows.filter(
-    (r): r is typeof r & { project_id: string; content: string } => r.content !== null && !r.linked,
-  );
+  const rows = listed.rows.filter((r) => !r.linked);
   const projects = [...new Set(rows.map((r) => r.project_id))];
   const heads = new Map<string, Head>();
   if (projects.length > 0) {
@@ -106,7 +113,7 @@ async function sealBatch(
   const hashes: string[] = [];
   for (const r of rows) {
     const head = heads.get(r.project_id) ?? { chainNo: 0, hash: GENESIS_HASH };
-    const next = { chainNo: head.chainNo + 1, hash: linkHash(head.hash, r.content) };
+    const next = { chainNo: head.chainNo + 1, hash: chainHash(head.hash, r.content_hash) };
     seqs.push(String(r.seq));
     projectIds.push(r.project_id);
     chainNos.push(next.chainNo);

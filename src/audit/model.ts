@@ -1,6 +1,7 @@
 // The audit trail's shared vocabulary (API.md §10): what a request's AuditEvent is made of, the stored row, and the
 // seams between the pieces (the recorder a request carries, the writer that stores rows, the chain that seals and
 // verifies them). BALP: https://profiles.ihe.net/ITI/BALP/ (IHE Basic Audit Log Patterns, R4 AuditEvent).
+import { createHash } from 'node:crypto';
 import type { Queryable } from '../storage/db.js';
 
 /** The FHIR interactions of audit-event-sub-type (http://hl7.org/fhir/restful-interaction) that API.md §10 names. */
@@ -93,4 +94,9 @@ export function storableJson(value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) =>
     typeof v === 'string' && v.includes('\0') ? v.replace(/\0/g, '\uFFFD') : v,
   );
+}
+
+/** Hex sha256 of an AuditEvent's stored JSON (UTF-8): what its link in the chain covers. */
+export function contentHash(content: string): string {
+  return createHash('sha256').update(content, 'utf8').digest('hex');
 }

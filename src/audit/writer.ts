@@ -3,7 +3,7 @@
 // `intervalMs` (one second) after it was recorded, and on close (a graceful stop flushes what is left). With
 // `auditLog: stdout` every row is also written to a sink (standard output) as one JSON line once it is stored.
 import type { Queryable } from '../storage/db.js';
-import { storableJson, type AuditRow } from './model.js';
+import { contentHash, storableJson, type AuditRow } from './model.js';
 import { sqlState } from '../storage/db.js';
 
 const COLUMNS =
@@ -43,9 +43,15 @@ const SELECT = (param: string) =>
  */
 export function auditCte(rows: readonly AuditRow[], params: unknown[]): string | undefined {
   if (rows.length === 0) return undefined;
-  params.push(rowsParam(rows));
-  return `audit AS (INSERT INTO audit_events (${COLUMNS}) ${SELECT(`$${params.length}`)} RETURNING seq),
-    audit_q AS (INSERT INTO audit_unsealed (seq) SELECT seq FROM audit)`;
+  const at = params.push(
+    rowsParam(rows),
+    rows.map((r) => r.id),
+    rows.map((r) => contentHash(r.content)),
+  );
+  return `audit AS (INSERT INTO audit_events (${COLUMNS}) ${SELECT(`$${at - 2}`)} RETURNING seq, id, project_id),
+    audit_q AS (INSERT INTO audit_unsealed (seq, project_id, content_hash)
+      SELECT a.seq, a.project_id, h.hash FROM audit a JOIN unnest($${at - 1}::text[], $${at}::text[]) AS h(id, hash)
+      ON h.id = a.id)`;
 }
 
 /** Inserts `rows` (and their places on the sealer's list) in one statement. */

@@ -3,6 +3,7 @@
 // $verify-chain that need rows without the requests that would record them.
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../src/storage/db.js';
+import { contentHash } from '../../src/audit/model.js';
 
 /** Stores one unsealed AuditEvent row of `projectId`, recorded at `recorded`; returns its id. */
 export async function insertEvent(db: Queryable, projectId: string, recorded = new Date()): Promise<string> {
@@ -22,9 +23,9 @@ export async function insertEvent(db: Queryable, projectId: string, recorded = n
   await db.query(
     `WITH a AS (
        INSERT INTO audit_events (id, project_id, recorded, type, subtype, action, outcome, agents, entities, patients, content)
-       VALUES ($1, $2, $3, $4, $5, 'R', '0', $6, $7, $8, $9) RETURNING seq
+       VALUES ($1, $2::text, $3, $4, $5, 'R', '0', $6, $7, $8, $9) RETURNING seq
      )
-     INSERT INTO audit_unsealed (seq) SELECT seq FROM a`,
+     INSERT INTO audit_unsealed (seq, project_id, content_hash) SELECT seq, $2, $10 FROM a`,
     [
       id,
       projectId,
@@ -35,6 +36,7 @@ export async function insertEvent(db: Queryable, projectId: string, recorded = n
       ['Patient/x1'],
       ['Patient/x1'],
       content,
+      contentHash(content),
     ],
   );
   return id;

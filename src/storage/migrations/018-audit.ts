@@ -35,7 +35,8 @@ CREATE INDEX audit_events_agents ON audit_events USING gin (agents);
 CREATE INDEX audit_events_entities ON audit_events USING gin (entities);
 -- Rows not sealed yet (every insert adds its seq here; the sealer takes them out): the sealer's to-do list, so that
 -- audit_events rows are only ever inserted, never updated.
-CREATE TABLE audit_unsealed (seq bigint PRIMARY KEY);
+-- With the sha256 of the row's content (hex), taken when it is stored: sealing links it without reading the row back.
+CREATE TABLE audit_unsealed (seq bigint PRIMARY KEY, project_id text NOT NULL, content_hash text NOT NULL);
 -- Each sealed row's place in its project's chain: chain_no, the previous link's hash, its own hash.
 CREATE TABLE audit_chain (
   seq bigint PRIMARY KEY,
@@ -68,7 +69,8 @@ SELECT r.id, r.project_id, COALESCE((r.content->>'recorded')::timestamptz, r.las
         WHERE e->'what'->>'reference' LIKE 'Patient/%'),
   r.content::text
 FROM resources r WHERE r.resource_type = 'AuditEvent' AND NOT r.deleted;
-INSERT INTO audit_unsealed (seq) SELECT seq FROM audit_events;
+INSERT INTO audit_unsealed (seq, project_id, content_hash)
+  SELECT seq, project_id, encode(sha256(convert_to(content, 'UTF8')), 'hex') FROM audit_events;
 -- The copies are gone from among the resources: an AuditEvent is read only as API.md §10 says (no _revinclude or
 -- _history of the old rows around those rules).
 CREATE TEMP TABLE audit_moved AS SELECT rid FROM resources WHERE resource_type = 'AuditEvent';
