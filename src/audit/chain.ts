@@ -65,10 +65,14 @@ const isDb = (q: Queryable): q is Db => typeof (q as Partial<Db>).transaction ==
 async function sealBatch(
   tx: Queryable,
   batch: number,
+  wait = false,
 ): Promise<{ taken: number; sealed: number } | undefined> {
-  const lock = await tx.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1::bigint) AS ok', [
-    SEAL_LOCK,
-  ]);
+  const lock = await tx.query<{ ok: boolean }>(
+    wait
+      ? 'SELECT true AS ok FROM (SELECT pg_advisory_xact_lock($1::bigint)) AS l'
+      : 'SELECT pg_try_advisory_xact_lock($1::bigint) AS ok',
+    [SEAL_LOCK],
+  );
   if (!lock.rows[0]?.ok) return undefined;
   // A seq already linked cannot happen through the server (a row and its place on the list are inserted in one
   // statement, and leave it when linked): such a seq is only taken off the list, rather than stopping sealing for every
@@ -146,10 +150,16 @@ async function sealBatch(
  * Seals every unsealed row, a batch per transaction (links, the list and heads together). Given a transaction instead
  * of a Db, seals within it. Returns the rows sealed; returns early when another sealer (any instance) is at work.
  */
-async function seal(q: Queryable, batch: number): Promise<number> {
+/**
+ * Seals every listed row, a batch per transaction. `wait`: when another sealer (another instance) holds the lock, wait
+ * for it rather than leave the work to it — a verification must see every row sealed that was stored before it began.
+ */
+async function seal(q: Queryable, batch: number, wait = false): Promise<number> {
   let total = 0;
   for (;;) {
-    const n = isDb(q) ? await q.transaction((tx) => sealBatch(tx, batch)) : await sealBatch(q, batch);
+    const n = isDb(q)
+      ? await q.transaction((tx) => sealBatch(tx, batch, wait))
+      : await sealBatch(q, batch, wait);
     if (!n) return total;
     total += n.sealed;
     if (n.taken < batch) return total;
@@ -260,7 +270,7 @@ async function verify(
   projectId: string,
   opts: Required<AuditChainOptions>,
 ): Promise<ChainVerification> {
-  await seal(db, opts.sealBatch);
+  await seal(db, opts.sealBatch, true);
   // The head is read once: links sealed during the walk come after it and are left to the next verification.
   const h = await db.query<{ chain_no: number | string; hash: string }>(
     'SELECT chain_no, hash FROM audit_chain_heads WHERE project_id = $1',

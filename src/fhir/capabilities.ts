@@ -96,7 +96,8 @@ let revIncludeMap: Map<string, string[]> | undefined;
 function revIncludes(): Map<string, string[]> {
   if (revIncludeMap) return revIncludeMap;
   const map = new Map<string, string[]>();
-  const all = resourceTypes();
+  // AuditEvents live in the audit table (API.md §10), which `_revinclude` does not read.
+  const all = resourceTypes().filter((t) => t !== 'AuditEvent');
   for (const source of all) {
     for (const p of searchParamsOf(source)) {
       if (p.type !== 'reference') continue;
@@ -145,6 +146,8 @@ function auditEventEntry(fhirBase: string): Record<string, unknown> {
       'The audit trail: every request records an AuditEvent (IHE BALP). Project administrators search their ' +
       "project's, a patient reads those about themselves; nobody changes or deletes one.",
     interaction: ['read', 'vread', 'search-type', 'create'].map((code) => ({ code })),
+    searchInclude: [],
+    searchRevInclude: [],
     versioning: 'no-version',
     readHistory: false,
     updateCreate: false,
