@@ -5,7 +5,6 @@
 import type { Queryable } from '../../storage/db.js';
 import { clientAuditRow } from '../../audit/balp.js';
 import type { AuditRow } from '../../audit/model.js';
-import { insertAuditRows } from '../../audit/writer.js';
 import { auditReach, type AuditReach } from '../access.js';
 import { bundleToJson } from '../bundle.js';
 import { isValidId } from '../id.js';
@@ -31,10 +30,6 @@ export function splitAuditCreates(items: readonly PreparedWrite[]): {
   }
   return { rows, rest };
 }
-
-/** Stores a client's own AuditEvents (inside the caller's transaction or as one statement). */
-export const storeAuditCreates = (db: Queryable, rows: readonly AuditRow[]): Promise<void> =>
-  insertAuditRows(db, rows);
 
 interface Cond {
   sql: string[];

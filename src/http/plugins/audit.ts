@@ -134,10 +134,9 @@ function issuedLogin(payload: string | null): { projectId?: string; who?: string
 }
 
 function facts(request: FastifyRequest, kind: AuditKind): RequestFacts {
-  let resolved: AuditKind | undefined = kind;
   return {
     // A Bundle's kind (batch or transaction) is known once its body is parsed.
-    kind: () => (resolved = kind === 'batch' ? (kindOf(request) ?? kind) : resolved) ?? kind,
+    kind: () => (kind === 'batch' ? (kindOf(request) ?? kind) : kind),
     projectId: () => request.principal?.projectId ?? issuedLogin(request.auditPayload).projectId ?? '',
     agent: (): AuditAgent => {
       const p = request.principal;
