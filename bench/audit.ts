@@ -21,7 +21,7 @@ import path from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { makePatient } from './patients.js';
-import { dropDatabase, freshDatabase, login, startServer, type RunningServer } from './server.js';
+import { dropDatabase, freshDatabase, login, startServer, type RunningServer, batch } from './server.js';
 
 const PATIENTS = Number(process.env.AUDIT_PATIENTS ?? 2000);
 const OBS = Number(process.env.AUDIT_OBS ?? 5);
@@ -74,24 +74,6 @@ function observation(patientId: string, i: number): Record<string, unknown> {
       code: unit,
     },
   };
-}
-
-async function batch(base: string, token: string, resources: Record<string, unknown>[]): Promise<string[]> {
-  const entry = resources.map((resource) => ({
-    resource,
-    request: { method: 'POST', url: resource.resourceType as string },
-  }));
-  const res = await fetch(`${base}fhir/R4`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
-    body: JSON.stringify({ resourceType: 'Bundle', type: 'batch', entry }),
-  });
-  if (!res.ok) throw new Error(`batch failed ${res.status} ${(await res.text()).slice(0, 300)}`);
-  const body = (await res.json()) as { entry: { response: { status: string; location: string } }[] };
-  return body.entry.map((e) => {
-    if (!e.response.status.startsWith('201')) throw new Error(`entry failed: ${JSON.stringify(e.response)}`);
-    return e.response.location.split('/')[1] as string;
-  });
 }
 
 /** Loads the Patients and their Observations (the same on every server); answers the Patients' ids. */

@@ -27,7 +27,7 @@ import pg from 'pg';
 import { parseSearchRequest } from '../src/fhir/search/parse.js';
 import { searchSql } from '../src/fhir/search/sql.js';
 import { families, makePatient } from './patients.js';
-import { login, startServer } from './server.js';
+import { login, startServer, batch } from './server.js';
 
 const SIZES = (process.env.GROWTH_SIZES ?? '10000,100000,1000000').split(',').map(Number);
 const OBS = Number(process.env.GROWTH_OBS ?? 50);
@@ -102,24 +102,6 @@ async function inParallel(n: number, count: number, fn: (i: number) => Promise<v
       while (next < count) await fn(next++);
     }),
   );
-}
-
-async function batch(base: string, token: string, resources: Record<string, unknown>[]): Promise<string[]> {
-  const entry = resources.map((resource) => ({
-    resource,
-    request: { method: 'POST', url: resource.resourceType as string },
-  }));
-  const res = await fetch(`${base}fhir/R4`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
-    body: JSON.stringify({ resourceType: 'Bundle', type: 'batch', entry }),
-  });
-  if (!res.ok) throw new Error(`batch failed ${res.status} ${(await res.text()).slice(0, 300)}`);
-  const body = (await res.json()) as { entry: { response: { status: string; location: string } }[] };
-  return body.entry.map((e) => {
-    if (!e.response.status.startsWith('201')) throw new Error(`entry failed: ${JSON.stringify(e.response)}`);
-    return e.response.location.split('/')[1] as string;
-  });
 }
 
 /** Loads Patients `from`..`to` (and their Observations, within GROWTH_OBS_PATIENTS), appending their ids. */

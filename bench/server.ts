@@ -139,3 +139,26 @@ export async function login(base: string): Promise<string> {
   if (!res.ok) throw new Error(`login failed ${res.status}`);
   return ((await res.json()) as { access_token: string }).access_token;
 }
+
+/** Creates `resources` with one batch Bundle; the new ids, in order (any entry that fails throws). */
+export async function batch(
+  base: string,
+  token: string,
+  resources: Record<string, unknown>[],
+): Promise<string[]> {
+  const entry = resources.map((resource) => ({
+    resource,
+    request: { method: 'POST', url: resource.resourceType as string },
+  }));
+  const res = await fetch(`${base}fhir/R4`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
+    body: JSON.stringify({ resourceType: 'Bundle', type: 'batch', entry }),
+  });
+  if (!res.ok) throw new Error(`batch failed ${res.status} ${(await res.text()).slice(0, 300)}`);
+  const body = (await res.json()) as { entry: { response: { status: string; location: string } }[] };
+  return body.entry.map((e) => {
+    if (!e.response.status.startsWith('201')) throw new Error(`entry failed: ${JSON.stringify(e.response)}`);
+    return e.response.location.split('/')[1] as string;
+  });
+}
