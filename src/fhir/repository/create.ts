@@ -139,7 +139,11 @@ export async function matchCondition(
 ): Promise<{ resourceType: string; id: string; json: string }[]> {
   assertWrite(ctx.actor, resourceType, interaction);
   if (resourceType === 'AuditEvent')
-    throw new FhirError('not-supported', 'Conditional writes of AuditEvents are not supported', 'audit.conditional');
+    throw new FhirError(
+      'not-supported',
+      'Conditional writes of AuditEvents are not supported',
+      'audit.conditional',
+    );
   const scope = searchScope(ctx.actor, ctx.author, resourceType, ctx.scope);
   const query = { ...parseConditionQuery(condition), _count: '2' };
   const req = await parseProjectSearch(db, ctx, resourceType, query);
