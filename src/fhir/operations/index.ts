@@ -16,6 +16,7 @@ import { csvOperation } from './csv.js';
 import { everythingOperation } from './everything.js';
 import { exportOperations } from './export.js';
 import { expungeOperation } from './expunge.js';
+import { lastnOperation } from './lastn.js';
 import { getWsBindingTokenOperation } from './get-ws-binding-token.js';
 import type { OperationDefinition } from './operation.js';
 import { reindexOperation } from './reindex.js';
@@ -40,6 +41,7 @@ export const OPERATIONS: readonly OperationDefinition[] = [
   validateOperation,
   validateInstanceOperation,
   everythingOperation,
+  lastnOperation,
   ...viewDefinitionRunOperations,
   viewDefinitionExportOperation,
   testNotificationOperation,

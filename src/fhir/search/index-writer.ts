@@ -8,6 +8,7 @@ import { parseJson } from '../json/parse.js';
 import { extractAll } from './extract.js';
 import type { ExtractedValues } from './extract-composite.js';
 import type { IndexValue } from './normalise.js';
+import { lastnRows, type LastnRow } from './lastn-index.js';
 
 interface Table {
   name: string;
@@ -21,7 +22,10 @@ interface Table {
 
 const finite = (ms: number): number | string => (Number.isFinite(ms) ? ms : String(ms));
 
-const TABLES: Record<IndexValue['t'], Table> = {
+/** The index tables: one per IndexValue kind, and `$lastn`'s (lastn-index.ts, migration 020). */
+type Kind = IndexValue['t'] | 'lastn';
+
+const TABLES: Record<Kind, Table> = {
   string: {
     name: 'sp_string',
     columns: 'rid, resource_type, code, value_norm, value_exact',
@@ -115,11 +119,26 @@ const TABLES: Record<IndexValue['t'], Table> = {
       tc: v.typeCode,
     }),
   },
+  lastn: {
+    name: 'sp_lastn',
+    columns: 'rid, subject, category, system, value, effective',
+    select: 'x.r, x.s, x.k, x.y, x.v, to_timestamp(x.e / 1000)',
+    record: 'r bigint, t text, s text, k text, y text, v text, e float8',
+    row: (r, t, _c, v: LastnRow) => ({
+      r,
+      t,
+      s: v.subject,
+      k: v.category,
+      y: v.system,
+      v: v.value,
+      e: finite(v.effective),
+    }),
+  },
 };
 
 export const INDEX_TABLES = Object.values(TABLES).map((t) => t.name);
 
-type Rows = Map<IndexValue['t'], Record<string, unknown>[]>;
+type Rows = Map<Kind, Record<string, unknown>[]>;
 
 /**
  * A resource version to index. `index`: values beyond the built-in parameters' (a project's or a shared package's
@@ -143,6 +162,16 @@ function collectRows(items: readonly IndexItem[]): Rows {
         if (!list) rows.set(v.t, (list = []));
         const row = TABLES[v.t].row(rid ?? 0, rt, code, v as never);
         if (grp !== undefined) row.g = grp;
+        if (rid === undefined) row.id = resource.id;
+        list.push(row);
+      }
+    }
+    const lastn = lastnRows(resource as Record<string, unknown>, all);
+    if (lastn.length > 0) {
+      let list = rows.get('lastn');
+      if (!list) rows.set('lastn', (list = []));
+      for (const v of lastn) {
+        const row = TABLES.lastn.row(rid ?? 0, rt, '', v as never);
         if (rid === undefined) row.id = resource.id;
         list.push(row);
       }

@@ -57,6 +57,8 @@ export function kindOf(request: FastifyRequest): AuditKind | undefined {
     .slice('/fhir/R4'.length)
     .split('/')
     .filter((s) => s !== '');
+  // Observation/$lastn is a search by another name (R4 observation-operation-lastn): audited as one.
+  if (segments[1] === '$lastn' && segments.length === 2) return 'search';
   if (segments.some((s) => s.startsWith('$'))) return 'operation';
   const [type, id, third, fourth] = segments;
   if (method === 'GET' || method === 'HEAD') {
