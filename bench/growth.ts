@@ -170,6 +170,10 @@ function tests(base: string, token: string, ids: string[], obsIds: string[]): Ma
       get(() => `Observation?subject=Patient/${pick(withObs)}&code=http://loinc.org|${pick(CODES)[0]}`),
     ],
     [
+      'Observation/$lastn?patient=&category=&max=3',
+      get(() => `Observation/$lastn?patient=${pick(withObs)}&category=vital-signs&max=3`),
+    ],
+    [
       'Observation?code=&_count=20',
       get(() => `Observation?code=http://loinc.org|${pick(CODES)[0]}&_count=20`),
     ],
