@@ -13,10 +13,12 @@ import {
   conceptMapTranslateOperation,
 } from './conceptmap-translate.js';
 import { csvOperation } from './csv.js';
+import { documentOperation } from './document.js';
 import { everythingOperation } from './everything.js';
 import { exportOperations } from './export.js';
 import { expungeOperation } from './expunge.js';
 import { lastnOperation } from './lastn.js';
+import { patientSummaryOperation } from './patient-summary.js';
 import { getWsBindingTokenOperation } from './get-ws-binding-token.js';
 import type { OperationDefinition } from './operation.js';
 import { reindexOperation } from './reindex.js';
@@ -42,6 +44,8 @@ export const OPERATIONS: readonly OperationDefinition[] = [
   validateInstanceOperation,
   everythingOperation,
   lastnOperation,
+  documentOperation,
+  patientSummaryOperation,
   ...viewDefinitionRunOperations,
   viewDefinitionExportOperation,
   testNotificationOperation,
