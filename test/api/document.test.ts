@@ -181,6 +181,12 @@ describe.each(testDatabases())('Composition document on $name', (database) => {
       expect(res.json().resourceType).toBe('OperationOutcome');
     }
     expect((await document(admin, id.doc as string, '?persist=false')).statusCode).toBe(200);
+    // A huge or strange id is not found, never a server error.
+    for (const bad of ['x'.repeat(5000), '%00%01', '..%2F..%2FPatient']) {
+      const res = await document(admin, bad);
+      expect(res.statusCode, bad.slice(0, 20)).toBeGreaterThanOrEqual(400);
+      expect(res.statusCode, bad.slice(0, 20)).toBeLessThan(500);
+    }
   });
 
   it('is in the CapabilityStatement with $summary and $lastn', async () => {

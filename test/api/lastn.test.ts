@@ -1,7 +1,7 @@
 // Observation/$lastn (R4 observation-operation-lastn, API.md §11): the newest `max` Observations per code of one
 // subject, and what another project, a narrow token and malformed parameters get.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postBundle, scopedClientToken, startTestApp, type TestApp } from '../support/app.js';
+import { auditEvents, postBundle, scopedClientToken, startTestApp, type TestApp } from '../support/app.js';
 import { testDatabases } from '../support/db.js';
 import { patientToken } from '../support/patient-token.js';
 
@@ -210,6 +210,24 @@ describe.each(testDatabases())('Observation lastn on $name', (database) => {
     expect(tooMany.statusCode).toBe(400);
     expect(tooMany.json().issue[0].details.text).toMatch(/at most 10000/);
     expect((await get(admin, `patient=${q}&category=exam&max=900`)).statusCode).toBe(200);
+  });
+
+  it('is audited as a search of the patient, and refuses a body that is not Parameters', async () => {
+    expect((await get(admin, `patient=${p}&code=${LOINC}|85354-9`)).statusCode).toBe(200);
+    const events = await auditEvents(t, admin, `subtype=search&patient=Patient/${p}`, (e) =>
+      e.some((x) => JSON.stringify(x).includes('$lastn')),
+    );
+    const lastn = events.find((x) => JSON.stringify(x).includes('$lastn')) as Json;
+    const query = (lastn.entity as { query?: string }[]).find((e) => e.query)?.query as string;
+    expect(Buffer.from(query, 'base64').toString('utf8')).toContain('85354-9');
+    const bad = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/Observation/$lastn`,
+      token: admin,
+      payload: { resourceType: 'Patient', parameter: 'x' },
+    });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().resourceType).toBe('OperationOutcome');
   });
 
   it('is in the CapabilityStatement', async () => {

@@ -280,6 +280,18 @@ describe.each(testDatabases())('Patient summary on $name', (database) => {
     const bad = await summary(admin, id.patient as string, '?profile=http://example.org/x');
     expect(bad.statusCode).toBe(400);
     expect(bad.json().resourceType).toBe('OperationOutcome');
+    for (const odd of ['x'.repeat(5000), '%00%01', '..%2F..%2FObservation']) {
+      const res = await summary(admin, odd);
+      expect(res.statusCode, odd.slice(0, 20)).toBeGreaterThanOrEqual(400);
+      expect(res.statusCode, odd.slice(0, 20)).toBeLessThan(500);
+    }
+    const body = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/Patient/${id.patient}/$summary`,
+      token: admin,
+      payload: { resourceType: 'Parameters', parameter: [{ name: 'identifier', valueString: 'x' }] },
+    });
+    expect(body.statusCode).toBe(400);
     const many: Record<string, Json> = {};
     for (let n = 0; n < 120; n++)
       many[`imm${n}`] = {
