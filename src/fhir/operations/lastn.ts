@@ -46,7 +46,7 @@ function subjectOf(name: 'patient' | 'subject', text: string, fhirBase: string):
   if (name === 'patient' && ID.test(ref)) return `Patient/${ref}`;
   if (!REF.test(ref)) throw bad(`Invalid ${name}: ${short(text)} (a reference Type/id)`, 'subject');
   if (name === 'patient' && !ref.startsWith('Patient/'))
-    throw bad(`Invalid patient: ${short(text)} (a Patient reference)`, 'subject');
+    throw bad(`Invalid patient: ${short(text)} (a Patient reference)`, 'patient-type');
   return ref;
 }
 

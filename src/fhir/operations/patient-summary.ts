@@ -198,7 +198,7 @@ async function gather(
 type Obj = Record<string, unknown>;
 
 /** A short line of narrative for a resource: its code's text (or display, or code) and its status. */
-function describe(r: StoredResource): string {
+function summaryLine(r: StoredResource): string {
   const o = JSON.parse(r.json) as Obj;
   const concept = (o.code ?? o.vaccineCode ?? o.medicationCodeableConcept) as Obj | undefined;
   const coding = Array.isArray(concept?.coding) ? ((concept.coding as Obj[])[0] ?? {}) : {};
@@ -264,7 +264,7 @@ async function summary(db: Queryable, ctx: RepoContext, i: OperationInput): Prom
       title: spec.title,
       code: { coding: [{ system: LOINC, code: spec.code, display: spec.display }] },
       text: narrative(
-        entries.map(describe),
+        entries.map(summaryLine),
         withheld ? 'This information is not available to the requester.' : 'No information available.',
       ),
       ...(entries.length
