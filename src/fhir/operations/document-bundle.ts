@@ -59,8 +59,9 @@ export async function readReferenced(
   ctx: RepoContext,
   refs: Iterable<string>,
 ): Promise<StoredResource[]> {
+  // Binaries are left out: their content lives outside the row and their reads follow securityContext rules.
   const wanted = [...refs]
-    .filter((r) => canRead(ctx.actor, r.split('/')[0] as string, 'read'))
+    .filter((r) => !r.startsWith('Binary/') && canRead(ctx.actor, r.split('/')[0] as string, 'read'))
     .slice(0, MAX_REFERENCED);
   if (wanted.length === 0) return [];
   const values: unknown[] = [];
