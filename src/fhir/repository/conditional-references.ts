@@ -84,7 +84,8 @@ export function referenceSearch(ref: string, fhirBase: string, path: string): Re
   if (params.length === 0) throw malformed(ref, 'the search is empty', path);
   for (const [k] of params) {
     const base = k.split(':')[0] ?? k;
-    if (RESULT_PARAMS.has(base)) throw malformed(ref, `${base.slice(0, 40)} is not a filtering parameter`, path);
+    if (RESULT_PARAMS.has(base))
+      throw malformed(ref, `${base.slice(0, 40)} is not a filtering parameter`, path);
   }
   return { type, params, key: searchKey(type, params) };
 }
@@ -192,10 +193,15 @@ export class ConditionalReferences {
         { expression: [path] },
       );
     if (!hit)
-      throw new FhirError('not-found', `Conditional reference ${clip(ref)} matched no resource`, 'txref.none', {
-        status: 412,
-        expression: [path],
-      });
+      throw new FhirError(
+        'not-found',
+        `Conditional reference ${clip(ref)} matched no resource`,
+        'txref.none',
+        {
+          status: 412,
+          expression: [path],
+        },
+      );
     return `${hit.resourceType}/${hit.id}`;
   }
 }
