@@ -180,6 +180,23 @@ describe.each(testDatabases())('conditional references on $name', (database) => 
     expect(chained.json().resourceType).toBe('OperationOutcome');
   });
 
+  it("refuses a member's search of a type only administrators read", async () => {
+    const member = (await t.newProject()).memberToken;
+    const res = await postBundle(t, member, 'transaction', [
+      createEntry(observation('ClientApplication?name=Scoped')),
+    ]);
+    expectOutcome(res, 403, /needs a project administrator/);
+  });
+
+  it('says so in the CapabilityStatement', async () => {
+    const res = await t.request({ method: 'GET', url: `${t.fhir}/metadata` });
+    expect(res.statusCode).toBe(200);
+    const interactions: Json[] = res.json().rest[0].interaction;
+    const doc = (code: string): string => interactions.find((i) => i.code === code)?.documentation ?? '';
+    expect(doc('transaction')).toMatch(/reference written as a search/);
+    expect(doc('batch')).toMatch(/per entry/);
+  });
+
   it('answers 400 with an OperationOutcome for malformed searches, and stores nothing', async () => {
     const family = `Malformed${randomUUID().slice(0, 8)}`;
     const cases: [string, RegExp][] = [
