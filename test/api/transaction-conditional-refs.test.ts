@@ -338,6 +338,25 @@ describe.each(testDatabases())('conditional references on $name', (database) => 
     expect((await read(`Observation/${o.id as string}`)).focus[0].reference).toBe(`Patient/${newPatient}`);
   });
 
+  it('does not resolve the references of a conditional create that finds its resource', async () => {
+    const value = mrn();
+    const p = await patient(value);
+    const entry = {
+      resource: {
+        resourceType: 'Patient',
+        identifier: [{ system, value }],
+        link: [{ other: { reference: ref(mrn()) }, type: 'seealso' }],
+      },
+      request: { method: 'POST', url: 'Patient', ifNoneExist: `identifier=${system}|${value}` },
+    };
+    for (const type of ['transaction', 'batch'] as const) {
+      const res = await postBundle(t, token, type, [entry]);
+      expect(res.statusCode, res.body).toBe(200);
+      expect(res.json().entry[0].response.status).toBe('200 OK');
+      expect(res.json().entry[0].resource.id).toBe(p.id);
+    }
+  });
+
   it('resolves per entry in a batch: a failing search fails its entry only', async () => {
     const value = mrn();
     const p = await patient(value);

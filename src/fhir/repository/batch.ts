@@ -86,16 +86,14 @@ export async function processBatch(
   for (const e of parsed) {
     if (!e || out[e.index]) continue;
     try {
-      if (e.resource && !e.action && e.method !== 'GET' && e.method !== 'HEAD' && e.method !== 'DELETE')
-        await refs.resolve(db, e.resource);
+      const resolve = (r: Resource): Promise<void> => refs.resolve(db, r);
+      if (e.resource && (e.method === 'PUT' || e.method === 'PATCH')) await resolve(e.resource);
       const r =
         e.method === 'POST'
-          ? await createResource(
-              db,
-              ctx,
-              e.resource as Resource,
-              e.ifNoneExist ? { ifNoneExist: e.ifNoneExist } : {},
-            )
+          ? await createResource(db, ctx, e.resource as Resource, {
+              ...(e.ifNoneExist ? { ifNoneExist: e.ifNoneExist } : {}),
+              ...(e.action ? {} : { beforeCreate: resolve }),
+            })
           : await db.transaction((tx) => runEntry(tx, ctx, e, budget));
       out[e.index] = resultEntry(r, ctx.fhirBase);
     } catch (err) {

@@ -41,6 +41,10 @@ export interface ReferenceSearch {
 
 const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*:/;
 
+/** Whether a `reference` value is (or tries to be) a search of this server: what referenceSearch reads or refuses. */
+const searchLike = (ref: string, fhirBase: string): boolean =>
+  ref.includes('?') && !ref.startsWith('#') && (ref.startsWith(`${fhirBase}/`) || !SCHEME.test(ref));
+
 const malformed = (ref: string, why: string, path: string): FhirError =>
   new FhirError('invalid', `Conditional reference ${clip(ref)}: ${why}`, 'txref.malformed', {
     expression: [path],
@@ -66,10 +70,8 @@ export function criteriaKey(type: string, query: string): string {
  * A reference with a query that does not start with a resource type, or an empty or result-controlling query, is 400.
  */
 export function referenceSearch(ref: string, fhirBase: string, path: string): ReferenceSearch | undefined {
-  if (!ref.includes('?') || ref.startsWith('#')) return undefined;
-  let rel = ref;
-  if (rel.startsWith(`${fhirBase}/`)) rel = rel.slice(fhirBase.length + 1);
-  else if (SCHEME.test(rel)) return undefined;
+  if (!searchLike(ref, fhirBase)) return undefined;
+  const rel = ref.startsWith(`${fhirBase}/`) ? ref.slice(fhirBase.length + 1) : ref;
   if (ref.length > MAX_CONDITIONAL_REFERENCE)
     throw new FhirError(
       'too-long',
@@ -113,14 +115,15 @@ function collect(
 }
 
 /** Whether a resource holds a search reference (malformed ones included: they fail when resolved). */
-export function hasConditionalReference(resource: unknown, fhirBase: string): boolean {
-  const found: Parameters<typeof collect>[3] = [];
-  try {
-    collect(resource, 'Resource', fhirBase, found);
-  } catch {
-    return true;
+export function hasConditionalReference(value: unknown, fhirBase: string): boolean {
+  if (Array.isArray(value)) return value.some((v) => hasConditionalReference(v, fhirBase));
+  if (!value || typeof value !== 'object') return false;
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    if (k === 'reference' && typeof v === 'string') {
+      if (searchLike(v, fhirBase)) return true;
+    } else if (typeof v === 'object' && v !== null && hasConditionalReference(v, fhirBase)) return true;
   }
-  return found.length > 0;
+  return false;
 }
 
 type Outcome = { target: string } | { error: FhirError };
@@ -142,6 +145,7 @@ export class ConditionalReferences {
 
   /** Replaces each search reference of `resource` in place by `<Type>/<id>`; throws 400, 403 or 412 otherwise. */
   async resolve(db: Queryable, resource: { resourceType: string }): Promise<void> {
+    if (!hasConditionalReference(resource, this.ctx.fhirBase)) return;
     const found: Parameters<typeof collect>[3] = [];
     collect(resource, resource.resourceType, this.ctx.fhirBase, found);
     for (const f of found) {
