@@ -7,11 +7,14 @@ import { testDatabases } from '../support/db.js';
 import {
   createEntry,
   created,
+  inviteRequest,
   postBundle,
   scopedClientToken,
+  setUserPassword,
   startTestApp,
   type TestApp,
 } from '../support/app.js';
+import { smartLaunch } from '../support/smart-browser.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -178,6 +181,53 @@ describe.each(testDatabases())('conditional references on $name', (database) => 
     ]);
     expect(chained.statusCode, chained.body).toBe(403);
     expect(chained.json().resourceType).toBe('OperationOutcome');
+  });
+
+  it("finds, with patient/ scopes, only the patient-in-context's compartment", async () => {
+    const redirectUri = 'https://app.example/callback';
+    const app = await created(t, token, {
+      resourceType: 'ClientApplication',
+      name: 'Patient app',
+      redirectUri,
+    });
+    const email = `pat-${randomUUID().slice(0, 8)}@txref.example`;
+    const invited = await inviteRequest(t, token, projectId, {
+      resourceType: 'Patient',
+      firstName: 'Pia',
+      lastName: `Scoped${randomUUID().slice(0, 8)}`,
+      email,
+    });
+    expect(invited.statusCode, invited.body).toBe(200);
+    const membership = invited.json() as { user: { reference: string }; profile: { reference: string } };
+    const me = membership.profile.reference;
+    await setUserPassword(
+      t,
+      membership.user.reference.split('/')[1] as string,
+      'a long and correct password',
+    );
+    const launched = await smartLaunch(t.app, {
+      clientId: app.id as string,
+      redirectUri,
+      aud: 'http://cinder.test/fhir/R4',
+      email,
+      password: 'a long and correct password',
+      scope: 'launch/patient patient/*.cruds',
+    });
+    const patientToken = launched.access_token as string;
+    const value = mrn();
+    await patient(value); // in the project, outside this patient's compartment
+    const mine = await postBundle(t, patientToken, 'transaction', [
+      createEntry(observation(`Patient?_id=${me.split('/')[1] as string}`)),
+    ]);
+    expect(mine.statusCode, mine.body).toBe(200);
+    expect(mine.json().entry[0].resource.subject.reference).toBe(me);
+    const texts = [];
+    for (const r of [ref(value), ref(mrn())]) {
+      const res = await postBundle(t, patientToken, 'transaction', [createEntry(observation(r))]);
+      expectOutcome(res, 412, /matched no resource/);
+      texts.push(res.json().issue[0].details.text.replace(/Patient\?identifier=\S+/, ''));
+    }
+    expect(texts[0]).toBe(texts[1]);
   });
 
   it("refuses a member's search of a type only administrators read", async () => {
