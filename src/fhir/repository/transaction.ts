@@ -157,11 +157,12 @@ export async function processTransaction(
         batch.forEach(({ e }, i) => (out[e.index] = createdResult(prepared[i] as PreparedWrite)));
       };
       // Creates without conditional references are stored first, so that the searches of the others see them.
-      const waiting = creates.filter(({ e }) => hasConditionalReference(e.resource, ctx.fhirBase));
-      await store(creates.filter((c) => !waiting.includes(c)));
+      const waits = creates.map(({ e }) => hasConditionalReference(e.resource, ctx.fhirBase));
+      const waiting = creates.filter((_, i) => waits[i]);
+      await store(creates.filter((_, i) => !waits[i]));
       for (const e of sorted) {
-        if (out[e.index] || e.action || !e.resource || e.method === 'GET' || e.method === 'HEAD') continue;
-        if (e.method === 'DELETE') continue;
+        // What the transaction writes: creates still waiting, updates and patches (a DELETE or a read has no body).
+        if (out[e.index] || e.action || !e.resource || !['POST', 'PUT', 'PATCH'].includes(e.method)) continue;
         await refs.resolve(tx, e.resource).catch((err: unknown) => {
           throw inEntry(e, err);
         });
