@@ -20,6 +20,15 @@ const INTERACTIONS = [
   'search-type',
 ];
 
+/** Conditional references (repository/conditional-references.ts, R4 http.html#trules). */
+const TRANSACTION_DOCUMENTATION =
+  'A reference written as a search (Type?params, e.g. Patient?identifier=sys|123) is replaced by the one resource ' +
+  "the search finds with the caller's access, after the deletes and the creates without such references; none or " +
+  'several answer 412 and nothing is stored.';
+const BATCH_DOCUMENTATION =
+  'Conditional references (Type?params) are resolved per entry; an entry whose search finds none or several fails ' +
+  'alone with 412.';
+
 /** What Binary does beyond the interactions every type has (src/http/routes/binary.ts). */
 const BINARY_DOCUMENTATION =
   'create and update take any Content-Type: raw bytes become the content, contentType comes from Content-Type and ' +
@@ -177,7 +186,11 @@ function baseStatement(fhirBase: string, now: Date): Record<string, unknown> {
       {
         mode: 'server',
         security: securityOf(fhirBase),
-        interaction: [{ code: 'transaction' }, { code: 'batch' }, { code: 'history-system' }],
+        interaction: [
+          { code: 'transaction', documentation: TRANSACTION_DOCUMENTATION },
+          { code: 'batch', documentation: BATCH_DOCUMENTATION },
+          { code: 'history-system' },
+        ],
         operation: operations(fhirBase, (op) => op.level === 'system'),
         resource: resourceTypes().map((type) =>
           type === 'AuditEvent'
