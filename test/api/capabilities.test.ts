@@ -71,8 +71,15 @@ describe.each(testDatabases().slice(-1))('CapabilityStatement on $name', (databa
       if (r.type === 'AuditEvent') continue;
       expect(r.searchParam.map((p) => p.name)).toContain('_content');
       if (r.type !== 'Bundle' && r.type !== 'Binary' && r.type !== 'Parameters')
-        expect(r.searchParam.map((p) => p.name), r.type).toContain('_text');
-      else expect(r.searchParam.map((p) => p.name), r.type).not.toContain('_text');
+        expect(
+          r.searchParam.map((p) => p.name),
+          r.type,
+        ).toContain('_text');
+      else
+        expect(
+          r.searchParam.map((p) => p.name),
+          r.type,
+        ).not.toContain('_text');
     }
     expect(checked).toBeGreaterThan(1000);
     const obs = rest.resource.find((r) => r.type === 'Observation') as CsResource;

@@ -217,7 +217,8 @@ describe.each(testDatabases())('_text and _content on $name', (database) => {
       },
     ]);
     expect(tx.statusCode, tx.body).toBe(200);
-    const location = (tx.json() as { entry: { response: { location: string } }[] }).entry[0]?.response.location;
+    const location = (tx.json() as { entry: { response: { location: string } }[] }).entry[0]?.response
+      .location;
     id.tilda = (location as string).split('/')[1] as string;
     expect(await found('Patient?_text=tilda')).toEqual(['tilda']);
   });
@@ -228,7 +229,9 @@ describe.each(testDatabases())('_text and _content on $name', (database) => {
     await t.db.query('DELETE FROM sp_text WHERE rid = (SELECT rid FROM resources WHERE id = $1)', [id.old]);
     expect(await found('Observation?_content=ferritin')).toEqual([]);
     const job = jobIdOf(
-      await kickOff(t, t.adminToken, '$reindex', { parameter: [{ name: '_type', valueString: 'Observation' }] }),
+      await kickOff(t, t.adminToken, '$reindex', {
+        parameter: [{ name: '_type', valueString: 'Observation' }],
+      }),
     );
     expect((await waitForJob(t, job, t.adminToken)).status).toBe('completed');
     expect(await found('Observation?_content=ferritin')).toEqual(['old']);
@@ -295,11 +298,21 @@ describe.each(testDatabases())('_text and _content on $name', (database) => {
 
   it('hostile values answer 4xx or a plain match, never 5xx; an empty value is ignored', async () => {
     // tsquery syntax and special characters are punctuation between words.
-    for (const v of ["blood & !high", 'blood | heart', "'blood':*", 'blood <-> pressure', '(blood)', 'a:b*c']) {
+    for (const v of [
+      'blood & !high',
+      'blood | heart',
+      "'blood':*",
+      'blood <-> pressure',
+      '(blood)',
+      'a:b*c',
+    ]) {
       const res = await get(a.adminToken, `Observation?_content=${encodeURIComponent(v)}`);
       expect(res.statusCode, `${v}: ${res.body}`).toBe(200);
     }
-    expect(await found(`Observation?_content=${encodeURIComponent('blood & !high')}`)).toEqual(['bp', 'mine']);
+    expect(await found(`Observation?_content=${encodeURIComponent('blood & !high')}`)).toEqual([
+      'bp',
+      'mine',
+    ]);
     expect(await found(`Observation?_content=${encodeURIComponent("'blood':*")}`)).toEqual(['bp', 'mine']);
     // No words at all: 400.
     for (const v of ["& | ! : * ( ) '", '***', '%', '\\']) {
@@ -329,6 +342,25 @@ describe.each(testDatabases())('_text and _content on $name', (database) => {
     const audit = await get(a.adminToken, 'AuditEvent?_content=blood');
     expect(audit.statusCode, audit.body).toBeGreaterThanOrEqual(400);
     expect(audit.statusCode, audit.body).toBeLessThan(500);
+  });
+
+  it('Subscription criteria with _text or _content are refused when saved', async () => {
+    for (const criteria of ['Observation?_content=blood', 'Patient?_text=muller']) {
+      const res = await t.request({
+        method: 'POST',
+        url: `${t.fhir}/Subscription`,
+        token: a.adminToken,
+        payload: {
+          resourceType: 'Subscription',
+          status: 'requested',
+          reason: 'x',
+          criteria,
+          channel: { type: 'websocket' },
+        },
+      });
+      expect(res.statusCode, `${criteria}: ${res.body}`).toBe(400);
+      expect(res.body, criteria).toMatch(/_text|_content/);
+    }
   });
 
   it('token :text still matches the start of a code’s text or display', async () => {

@@ -154,7 +154,10 @@ function termsQuery(key: string, value: string): string {
 export function parseFullText(resourceType: string, key: string, value: string): SearchFilter {
   const code = key.split(':')[0] as string;
   if (key !== code)
-    throw bad(`Unknown or unsupported modifier ':${key.slice(code.length + 1)}' on '${code}'`, 'bad-modifier');
+    throw bad(
+      `Unknown or unsupported modifier ':${key.slice(code.length + 1)}' on '${code}'`,
+      'bad-modifier',
+    );
   if (!supportsFullText(resourceType, code)) {
     throw bad(`Unknown search parameter '${code}' for resource type ${resourceType}`, 'unknown-param');
   }
