@@ -329,6 +329,21 @@ describe.each(testDatabases())('_text and _content on $name', (database) => {
     // Deep: 10 comma alternatives of many words each stay a plain search.
     const alternatives = Array.from({ length: 10 }, (_, i) => `blood pressure high w${i}`).join(',');
     expect(await found(`Observation?_content=${encodeURIComponent(alternatives)}`)).toEqual([]);
+    // A resource of 30,000 distinct words is stored and searchable (its words beyond the index's share are not).
+    const big = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/Observation`,
+      token: b.adminToken,
+      payload: {
+        resourceType: 'Observation',
+        status: 'final',
+        code: { text: 'Big' },
+        note: [{ text: Array.from({ length: 30_000 }, (_, i) => `bigword${i}`).join(' ') }],
+      },
+    });
+    expect(big.statusCode, big.body).toBe(201);
+    const bigFound = await get(b.adminToken, 'Observation?_content=bigword17');
+    expect((bigFound.json() as Bundle).entry?.map((e) => e.resource.id)).toEqual([big.json().id]);
     // Modifiers do not apply; `_text` on a type without narrative is unknown.
     expect((await refused('Observation?_text:exact=blood')).status).toBe(400);
     expect((await refused('Observation?_content:missing=true')).status).toBe(400);
