@@ -6,6 +6,7 @@ import { OPERATIONS } from './operations/index.js';
 import type { OperationDefinition } from './operations/operation.js';
 import { isIndexedComposite } from './search/extract-composite.js';
 import { searchParamsOf } from './search/registry.js';
+import { FULL_TEXT_PARAMS, supportsFullText } from './search/full-text.js';
 import { EXT, type ChannelType } from './subscriptions/model.js';
 
 const INTERACTIONS = [
@@ -92,6 +93,16 @@ function securityOf(fhirBase: string): Record<string, unknown> {
     ],
   };
 }
+
+/** `_text` and `_content` where they apply (search/full-text.ts), with R4's definitions. */
+const fullTextParams = (type: string): { name: string; type: 'string'; definition: string }[] =>
+  [...FULL_TEXT_PARAMS]
+    .filter((code) => supportsFullText(type, code))
+    .map((code) => ({
+      name: code,
+      type: 'string' as const,
+      definition: `http://hl7.org/fhir/SearchParameter/${code === '_text' ? 'DomainResource-text' : 'Resource-content'}`,
+    }));
 
 /** `Type:param` of every reference parameter of `type` (what `_include` takes). */
 const includesOf = (type: string): string[] =>
@@ -219,7 +230,8 @@ function baseStatement(fhirBase: string, now: Date): Record<string, unknown> {
                 searchRevInclude: ['*', ...(revIncludes().get(type) ?? [])],
                 searchParam: searchParamsOf(type)
                   .filter((p) => p.type !== 'special' && (p.type !== 'composite' || isIndexedComposite(p)))
-                  .map((p) => ({ name: p.code, type: p.type, ...(p.url ? { definition: p.url } : {}) })),
+                  .map((p) => ({ name: p.code, type: p.type, ...(p.url ? { definition: p.url } : {}) }))
+                  .concat(fullTextParams(type)),
                 operation: operations(fhirBase, (op) => appliesTo(op, type)),
               },
         ),
