@@ -8,6 +8,7 @@ import { parseJson } from '../json/parse.js';
 import { extractAll } from './extract.js';
 import type { ExtractedValues } from './extract-composite.js';
 import type { IndexValue } from './normalise.js';
+import { fullTextWords } from './full-text.js';
 import { lastnRows, type LastnRow } from './lastn-index.js';
 
 interface Table {
@@ -18,12 +19,17 @@ interface Table {
   /** Short JSON keys and their SQL types for json_to_recordset. */
   record: string;
   row: (rid: number, rt: string, code: string, v: never) => Record<string, unknown>;
+  /** The table has no `grp` column (composite groups are for the value tables only). */
+  noGroup?: boolean;
 }
 
-const finite = (ms: number): number | string => (Number.isFinite(ms) ? ms : String(ms));
+/**
+ * Kinds of index rows: one per IndexValue type, the full-text words of a resource (full-text.ts), and `$lastn`'s rows
+ * of an Observation (lastn-index.ts, migration 020).
+ */
+type Kind = IndexValue['t'] | 'fulltext' | 'lastn';
 
-/** The index tables: one per IndexValue kind, and `$lastn`'s (lastn-index.ts, migration 020). */
-type Kind = IndexValue['t'] | 'lastn';
+const finite = (ms: number): number | string => (Number.isFinite(ms) ? ms : String(ms));
 
 const TABLES: Record<Kind, Table> = {
   string: {
@@ -133,6 +139,18 @@ const TABLES: Record<Kind, Table> = {
       v: v.value,
       e: finite(v.effective),
     }),
+    noGroup: true,
+  },
+  fulltext: {
+    name: 'sp_text',
+    columns: 'rid, resource_type, narrative, content',
+    // Words arrive folded and separated by spaces; each part becomes a tsvector of those words as they are.
+    select:
+      "x.r, x.t, array_to_tsvector(string_to_array(nullif(x.n, ''), ' ')), " +
+      "array_to_tsvector(string_to_array(nullif(x.c, ''), ' '))",
+    record: 'r bigint, t text, n text, c text',
+    row: (r, t, _c, v: { narrative: string; content: string }) => ({ r, t, n: v.narrative, c: v.content }),
+    noGroup: true,
   },
 };
 
@@ -176,6 +194,11 @@ function collectRows(items: readonly IndexItem[]): Rows {
         list.push(row);
       }
     }
+    const text = TABLES.fulltext.row(rid ?? 0, rt, '', fullTextWords(resource) as never);
+    if (rid === undefined) text.id = resource.id;
+    let list = rows.get('fulltext');
+    if (!list) rows.set('fulltext', (list = []));
+    list.push(text);
   }
   return rows;
 }
@@ -191,8 +214,8 @@ function insertParts(rows: Rows, params: unknown[], join?: string): string[] {
     params.push(JSON.stringify(list));
     // `grp` (composite components only, see extract-composite.ts) is null on every other row.
     const source = `json_to_recordset($${params.length}::json) AS x(${t.record}, g int${join ? ', id text' : ''})`;
-    const columns = `${t.columns}, grp`;
-    const select = `${t.select}, x.g`;
+    const columns = t.noGroup ? t.columns : `${t.columns}, grp`;
+    const select = t.noGroup ? t.select : `${t.select}, x.g`;
     parts.push(
       join
         ? `INSERT INTO ${t.name} (${columns}) SELECT ${select.replace('x.r,', 'k.rid,')} FROM ${source} JOIN ${join} k ON k.resource_type = x.t AND k.id = x.id`

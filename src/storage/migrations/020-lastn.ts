@@ -14,8 +14,7 @@ CREATE TABLE sp_lastn (
   category text NOT NULL,
   system text NOT NULL,
   value text NOT NULL,
-  effective timestamptz NOT NULL,
-  grp integer
+  effective timestamptz NOT NULL
 );
 CREATE INDEX sp_lastn_key ON sp_lastn (subject, category, system, value, effective, rid);
 CREATE INDEX sp_lastn_rid ON sp_lastn (rid);
