@@ -148,6 +148,9 @@ describe.each(testDatabases())('Observation lastn on $name', (database) => {
     const theirs = await get(otherAdmin, `patient=${p}&code=${LOINC}|8867-4&max=10`);
     expect(theirs.statusCode).toBe(200);
     expect(ids(theirs.json() as Json)).toEqual([id.foreign]);
+    // A super administrator sees every project's.
+    const all = (await get(t.adminToken, `patient=${p}&code=${LOINC}|8867-4&max=10`)).json() as Json;
+    expect(ids(all)).toEqual([id.foreign, id.hr2, id.hr3, id.hr1]);
   });
 
   it('answers 403 to a token without Observation search, and narrows a patient token to its patient', async () => {
