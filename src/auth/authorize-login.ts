@@ -118,12 +118,18 @@ export async function declineAuthorization(deps: AuthDeps, p: PendingAuthorizati
 }
 
 /** Why an EHR launch cannot give its context to this sign-in; undefined when it can. */
-function launchRefusal(launch: LaunchContext | undefined, userId: string, m: ActiveMembership): string | undefined {
+function launchRefusal(
+  launch: LaunchContext | undefined,
+  userId: string,
+  m: ActiveMembership,
+): string | undefined {
   if (!launch) return 'The launch is unknown, expired, already used or not for this application';
   if (launch.projectId !== m.project_id) return 'The launch belongs to another project';
-  if (launch.userId !== undefined && launch.userId !== userId) return 'The launch was started by another user';
+  if (launch.userId !== undefined && launch.userId !== userId)
+    return 'The launch was started by another user';
   const own = patientContext(m.profile);
-  if (own !== undefined && own !== launch.patient) return 'A Patient user may only launch with their own record';
+  if (own !== undefined && own !== launch.patient)
+    return 'A Patient user may only launch with their own record';
   return undefined;
 }
 
@@ -139,7 +145,8 @@ export async function pickPatient(
   p: PendingAuthorization,
   form: { search?: string; patient?: string },
 ): Promise<AuthorizeStep> {
-  if (p.userId === undefined || p.membershipId === undefined) return { kind: 'show', message: 'Sign in first.' };
+  if (p.userId === undefined || p.membershipId === undefined)
+    return { kind: 'show', message: 'Sign in first.' };
   const m = (await membershipsFor(deps, p, p.userId)).find((x) => x.id === p.membershipId);
   if (!m) {
     await endTransaction(deps.db, deps, p);

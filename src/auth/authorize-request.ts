@@ -162,7 +162,10 @@ export async function checkAuthorizeRequest(
       return fail('invalid_request', 'The launch parameter needs the scope launch');
     hash = launchHash(launch);
     if (launch.length > 512 || !(await findLaunch(deps.db, deps, hash, target.clientId))) {
-      return fail('invalid_request', 'The launch is unknown, expired, already used or not for this application');
+      return fail(
+        'invalid_request',
+        'The launch is unknown, expired, already used or not for this application',
+      );
     }
   }
   const request: AuthorizeRequest = {

@@ -73,11 +73,11 @@ export async function userTokenResponse(
   const granted = scopes(grant.scope);
   // The login's launch context (EHR launch or patient picker, API.md §11), else a Patient user's own record.
   const withLaunch = granted.includes('launch') || granted.includes('launch/patient');
-  const patient = withLaunch
-    ? (principal.launchPatient ?? patientContext(principal.profile))
-    : undefined;
+  const patient = withLaunch ? (principal.launchPatient ?? patientContext(principal.profile)) : undefined;
   const encounter =
-    granted.includes('launch') || granted.includes('launch/encounter') ? principal.launchEncounter : undefined;
+    granted.includes('launch') || granted.includes('launch/encounter')
+      ? principal.launchEncounter
+      : undefined;
   const idToken = granted.includes('openid')
     ? await signIdToken({
         sub,

@@ -74,21 +74,27 @@ async function launch(db: Parameters<typeof selectCurrent>[0], i: OperationInput
   }
   const params = parametersOf(i.request.body, 'launch.body');
   const patientId = referenceParam(params, 'patient', 'Patient', ctx.fhirBase);
-  if (patientId === undefined) throw bad('The parameter patient (valueReference) is required', 'no-patient', 'patient');
+  if (patientId === undefined)
+    throw bad('The parameter patient (valueReference) is required', 'no-patient', 'patient');
   const encounterId = referenceParam(params, 'encounter', 'Encounter', ctx.fhirBase);
   const value = generateSecret();
   const url = launchUrl(client, ctx.fhirBase, value);
   // A super administrator reads every project; the launch still stays in the client's.
   const outside = (row: StoredRow) => row.project_id !== client.project_id;
   const patient = await readLiveRow(db, ctx, 'Patient', patientId);
-  if (outside(patient)) throw new FhirError('not-found', `Not found: Patient/${patientId}`, 'launch.patient-project');
+  if (outside(patient))
+    throw new FhirError('not-found', `Not found: Patient/${patientId}`, 'launch.patient-project');
   if (encounterId !== undefined) {
     const encounter = await readLiveRow(db, ctx, 'Encounter', encounterId);
     if (outside(encounter))
       throw new FhirError('not-found', `Not found: Encounter/${encounterId}`, 'launch.encounter-project');
     const subject = (parseJson(encounter.json) as { subject?: { reference?: unknown } }).subject?.reference;
     if (subject !== `Patient/${patientId}`) {
-      throw bad(`Encounter/${encounterId} is not an encounter of Patient/${patientId}`, 'encounter-patient', 'encounter');
+      throw bad(
+        `Encounter/${encounterId} is not an encounter of Patient/${patientId}`,
+        'encounter-patient',
+        'encounter',
+      );
     }
   }
   const now = ctx.clock();
