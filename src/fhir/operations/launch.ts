@@ -2,6 +2,7 @@
 // https://hl7.org/fhir/smart-app-launch/app-launch.html#launch-app-ehr-launch): records a launch context (a patient,
 // optionally an encounter) for one client and answers the opaque `launch` value and the client's `launchUri` with
 // `iss` and `launch`; the authorize endpoint consumes it once, within five minutes (src/auth/smart-launch.ts).
+import type { Queryable } from '../../storage/db.js';
 import { assertLaunch } from '../access.js';
 import { parseJson } from '../json/parse.js';
 import { FhirError } from '../outcome.js';
@@ -57,7 +58,7 @@ function launchUrl(client: StoredRow, fhirBase: string, launch: string): string 
 }
 
 /** The User whose membership the caller acts through, when it is one: only that user may use the launch. */
-async function creatorUser(db: Parameters<typeof selectCurrent>[0], membershipId: string | undefined) {
+async function creatorUser(db: Queryable, membershipId: string | undefined) {
   if (!membershipId) return null;
   const row = await selectCurrent(db, 'ProjectMembership', membershipId);
   const user = row ? (parseJson(row.json) as { user?: { reference?: unknown } }).user?.reference : undefined;
@@ -65,7 +66,7 @@ async function creatorUser(db: Parameters<typeof selectCurrent>[0], membershipId
   return m ? (m[1] as string) : null;
 }
 
-async function launch(db: Parameters<typeof selectCurrent>[0], i: OperationInput): Promise<FhirResult> {
+async function launch(db: Queryable, i: OperationInput): Promise<FhirResult> {
   const { ctx } = i;
   assertLaunch(ctx.actor, ctx.author);
   const client = await selectCurrent(db, 'ClientApplication', i.id);
