@@ -392,6 +392,11 @@ describe.each(testDatabases())('SMART EHR launch on $name', (database) => {
       expect.arrayContaining(['launch', 'launch/patient', 'launch/encounter']),
     );
     const meta = (await t.request({ method: 'GET', url: `${t.fhir}/metadata` })).json();
+    const oauth = meta.rest[0].security.extension.find((e: { url: string }) => e.url.endsWith('/oauth-uris'));
+    expect(oauth.extension).toContainEqual({
+      url: 'authorize',
+      valueUri: 'http://cinder.test/oauth2/authorize',
+    });
     const client = meta.rest[0].resource.find((r: { type: string }) => r.type === 'ClientApplication');
     expect(client.operation.map((o: { name: string }) => o.name)).toContain('launch');
   });
