@@ -358,6 +358,16 @@ describe.each(testDatabases())('SMART EHR launch on $name', (database) => {
     expect(found.statusCode).toBe(200);
     expect(found.body).toContain(`value="${ids.zed as string}"`);
     expect(found.body).not.toContain(`value="${ids.alice as string}"`);
+    // Hostile searches: long, markup, wildcards; answered with the page, escaped, never a 5xx.
+    for (const search of ['x'.repeat(50_000), '<script>alert(1)</script>', "%_'\\"]) {
+      const res = await o.browser.post('/oauth2/authorize', { transaction, search });
+      expect(res.statusCode, res.body.slice(0, 300)).toBe(200);
+      expect(res.body).not.toContain('<script>alert');
+      expect(res.body).toContain('No patient found');
+    }
+    const junk = await o.browser.post('/oauth2/authorize', { transaction, patient: '../../x' });
+    expect(junk.statusCode).toBe(200);
+    expect(junk.body).toContain('Choose one of the patients listed');
     // A patient of another project cannot be posted in; another browser (no cookie) cannot post at all.
     const foreign = await o.browser.post('/oauth2/authorize', { transaction, patient: otherPatient });
     expect(foreign.statusCode).toBe(200);
