@@ -1,6 +1,6 @@
 // The pages of the browser authorization endpoint (RFC 6749 §4.1.1, SMART App Launch 2.x standalone launch,
-// https://hl7.org/fhir/smart-app-launch/app-launch.html): sign-in, membership chooser, patient picker and error pages, server-rendered
-// HTML without scripts. Every value that reaches a page goes through `esc`.
+// https://hl7.org/fhir/smart-app-launch/app-launch.html): sign-in, membership chooser, patient picker and error
+// pages, server-rendered HTML without scripts. Every value that reaches a page goes through `esc`.
 import type { MembershipOption } from '../auth/authorize-login.js';
 import type { PatientOption } from '../auth/patient-picker.js';
 
