@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { parseJson } from '../json/parse.js';
 import { stringifyJson } from '../json/stringify.js';
 import { FhirError } from '../outcome.js';
-import { applyFhirpathPatch, MAX_OPERATIONS } from './fhirpath-patch.js';
+import { applyFhirpathPatch, MAX_OPERATIONS, quoteOperatorNames } from './fhirpath-patch.js';
 
 type Json = Record<string, unknown>;
 const op = (type: string, path: string, more: Json[] = []): Json => ({
@@ -193,6 +193,21 @@ describe('FHIRPath Patch operations', () => {
       ]),
     );
     expect(added.valueBoolean).toBe(true);
+  });
+
+  it('reads `div` after a dot as the Narrative element, not the operator', () => {
+    expect(quoteOperatorNames("Patient.text.div.where($this = 'a.div') | 1 div 2")).toBe(
+      "Patient.text.`div`.where($this = 'a.div') | 1 div 2",
+    );
+    const div = '<div xmlns="http://www.w3.org/1999/xhtml">new</div>';
+    const out = apply(
+      {
+        resourceType: 'Patient',
+        text: { status: 'generated', div: '<div xmlns="http://www.w3.org/1999/xhtml">old</div>' },
+      },
+      op('replace', 'Patient.text.div', [{ name: 'value', valueString: div }]),
+    );
+    expect(out.text).toEqual({ status: 'generated', div });
   });
 
   it('applies operations in order, each on the result of the ones before', () => {

@@ -113,11 +113,40 @@ function readOperation(p: unknown, where: string): Operation {
   return op;
 }
 
+/**
+ * fhirpath.js reads `div` and `mod` after a dot as the operators, so `Patient.text.div` (the Narrative's element, as
+ * HL7's test cases write it) would not parse; there they can only be member names, and are quoted as identifiers
+ * (`` Patient.text.`div` ``). String literals and quoted identifiers are left as they are.
+ */
+export function quoteOperatorNames(path: string): string {
+  let out = '';
+  for (let i = 0; i < path.length;) {
+    const ch = path[i] as string;
+    if (ch === "'" || ch === '`') {
+      let j = i + 1;
+      while (j < path.length && path[j] !== ch) j += path[j] === '\\' ? 2 : 1;
+      out += path.slice(i, j + 1);
+      i = j + 1;
+      continue;
+    }
+    const m = /^\.(div|mod)(?![A-Za-z0-9_])/.exec(path.slice(i, i + 5));
+    if (m) {
+      out += `.\`${m[1] as string}\``;
+      i += m[0].length;
+      continue;
+    }
+    out += ch;
+    i += 1;
+  }
+  return out;
+}
+
 /** The results of the operation's path on the resource as it is now. */
 function select(resource: JsonObject, op: Operation): unknown[] {
   try {
     const env = { resource, rootResource: resource };
-    return fhirpath.evaluate(resource, op.path, env, r4, FHIRPATH_OPTIONS as never) as unknown[];
+    const path = quoteOperatorNames(op.path);
+    return fhirpath.evaluate(resource, path, env, r4, FHIRPATH_OPTIONS as never) as unknown[];
   } catch (err) {
     const why = String((err as Error)?.message ?? err).split('\n')[0] ?? '';
     throw patchError(
