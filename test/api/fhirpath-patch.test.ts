@@ -125,6 +125,12 @@ describe.each(testDatabases())('FHIRPath Patch on $name', (database) => {
     });
     expect(json.statusCode, json.body).toBe(200);
     expect(json.json()).toMatchObject({ gender: 'female', meta: { versionId: '3' } });
+    // The CapabilityStatement names both formats.
+    const meta = await read('metadata');
+    expect((meta.patchFormat as string[]).sort()).toEqual([
+      'application/fhir+json',
+      'application/json-patch+json',
+    ]);
   });
 
   it('keeps decimals as written, honours If-Match, and patches conditionally', async () => {

@@ -210,6 +210,47 @@ describe('FHIRPath Patch operations', () => {
     expect(out.text).toEqual({ status: 'generated', div });
   });
 
+  it('reaches contained resources and %resource, and only elements of the resource', () => {
+    const r = {
+      resourceType: 'Patient',
+      name: [{ family: 'A' }],
+      generalPractitioner: [{ reference: 'Practitioner/1' }],
+      contained: [
+        { resourceType: 'Observation', id: 'o', status: 'final', code: { text: 'x' }, valueString: 's' },
+      ],
+    };
+    const obs = (out: Json): unknown => (out.contained as Json[])[0];
+    expect(
+      obs(apply(r, op('replace', 'Patient.contained[0].value', [{ name: 'value', valueBoolean: true }]))),
+    ).toEqual({
+      resourceType: 'Observation',
+      id: 'o',
+      status: 'final',
+      code: { text: 'x' },
+      valueBoolean: true,
+    });
+    const amended = apply(
+      r,
+      op('replace', 'Patient.contained.ofType(Observation).status', [
+        { name: 'value', valueCode: 'amended' },
+      ]),
+    );
+    expect(obs(amended)).toMatchObject({ status: 'amended' });
+    expect(apply(r, op('delete', '%resource.name')).name).toBeUndefined();
+    const added = apply(
+      r,
+      op('add', 'Patient', [
+        { name: 'name', valueString: 'contained' },
+        { name: 'value', resource: { resourceType: 'Practitioner', id: 'p' } },
+      ]),
+    );
+    expect((added.contained as Json[])[1]).toEqual({ resourceType: 'Practitioner', id: 'p' });
+    // resolve() yields a stand-in for the referenced resource, which is not part of this one.
+    expect(failure(r, op('delete', 'Patient.generalPractitioner.resolve()')).code).toBe(
+      'fhirpatch.not-element',
+    );
+  });
+
   it('applies operations in order, each on the result of the ones before', () => {
     const out = apply(
       { resourceType: 'Patient', contact: [{ name: { family: 'du Marché' } }] },
