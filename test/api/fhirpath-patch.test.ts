@@ -187,14 +187,24 @@ describe.each(testDatabases())('FHIRPath Patch on $name', (database) => {
         },
         request: { method: 'PATCH', url: `Patient/${String(b.id)}` },
       },
+      {
+        // Conditionally: the entry's url is a search.
+        resource: params(
+          op('add', 'Patient', [
+            { name: 'name', valueString: 'active' },
+            { name: 'value', valueBoolean: true },
+          ]),
+        ),
+        request: { method: 'PATCH', url: `Patient?identifier=${encodeURIComponent(`${SYS}|fp-batch-a`)}` },
+      },
     ]);
     expect(batch.statusCode, batch.body).toBe(200);
     const statuses = (batch.json().entry as { response: { status: string; outcome?: Json } }[]).map(
       (e) => e.response,
     );
-    expect(statuses.map((s) => s.status)).toEqual(['200 OK', '422 Unprocessable Entity', '200 OK']);
+    expect(statuses.map((s) => s.status)).toEqual(['200 OK', '422 Unprocessable Entity', '200 OK', '200 OK']);
     expect(JSON.stringify(statuses[1]?.outcome)).toContain('No content found at Patient.deceased');
-    expect((await read(`Patient/${String(a.id)}`)).birthDate).toBe('1990-01-01');
+    expect(await read(`Patient/${String(a.id)}`)).toMatchObject({ birthDate: '1990-01-01', active: true });
     expect((await read(`Patient/${String(b.id)}`)).gender).toBe('other');
 
     const obs = await created(t, token, {
