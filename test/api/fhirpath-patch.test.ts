@@ -303,20 +303,27 @@ describe.each(testDatabases())('FHIRPath Patch on $name', (database) => {
     const deep = `${'{"name":"x","part":['.repeat(400)}{}${']}'.repeat(400)}`;
     const deepBody = `{"resourceType":"Parameters","parameter":[{"name":"operation","part":[{"name":"type","valueCode":"add"},{"name":"path","valueString":"Patient"},{"name":"name","valueString":"contact"},{"name":"value","part":[${deep}]}]}]}`;
     outcome(await patch(url, deepBody), 400);
-    // Deep but within the body's bound: the value nests further than a resource may.
-    const nested = (n: number): Json =>
-      n === 0 ? { name: 'gender', valueCode: 'male' } : { name: 'contact', part: [nested(n - 1)] };
-    const within = await patch(
-      url,
-      params(
-        op('add', 'Patient', [
-          { name: 'name', valueString: 'contact' },
-          { name: 'value', part: [nested(60)] },
-        ]),
-      ),
-    );
-    expect(within.statusCode).toBeGreaterThanOrEqual(400);
-    expect(within.statusCode).toBeLessThan(500);
+    // Deep but within the body's bound: Questionnaire items nested in parts, valid at each level, make a result
+    // deeper than a resource may nest.
+    const q = await created(t, token, { resourceType: 'Questionnaire', status: 'draft' });
+    const item = (n: number): Json[] => [
+      { name: 'linkId', valueString: `l${n}` },
+      { name: 'type', valueCode: 'group' },
+      ...(n > 0 ? [{ name: 'item', part: item(n - 1) }] : []),
+    ];
+    const addItems = (n: number) =>
+      patch(
+        `Questionnaire/${String(q.id)}`,
+        params(
+          op('add', 'Questionnaire', [
+            { name: 'name', valueString: 'item' },
+            { name: 'value', part: item(n) },
+          ]),
+        ),
+      );
+    const tooDeep = outcome(await addItems(70), 400, 'structure');
+    expect(JSON.stringify(tooDeep)).toContain('nests deeper than');
+    expect((await addItems(3)).statusCode).toBe(200);
     // Too many operations.
     const many = params(...Array.from({ length: 1001 }, () => op('delete', 'Patient.gender')));
     outcome(await patch(url, many), 413, 'too-long');
