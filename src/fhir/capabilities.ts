@@ -194,7 +194,7 @@ function baseStatement(fhirBase: string, now: Date): Record<string, unknown> {
     implementation: { description: 'Cinder FHIR R4 server', url: fhirBase },
     fhirVersion: '4.0.1',
     format: ['application/fhir+json', 'json'],
-    patchFormat: ['application/json-patch+json'],
+    patchFormat: ['application/json-patch+json', 'application/fhir+json'],
     rest: [
       {
         mode: 'server',
