@@ -70,7 +70,7 @@ const appliesTo = (op: OperationDefinition, type: string): boolean =>
 const SECURITY_SERVICE = 'http://terminology.hl7.org/CodeSystem/restful-security-service';
 
 /**
- * SMART App Launch 2.x "Conformance": the token endpoint as the `oauth-uris` extension beside
+ * SMART App Launch 2.x "Conformance": the authorize and token endpoints as the `oauth-uris` extension beside
  * `.well-known/smart-configuration` (https://hl7.org/fhir/smart-app-launch/conformance.html). `{fhir}` is
  * `{base}fhir/R4` (API.md), so the OAuth endpoints lie under `{base}`.
  */
@@ -82,6 +82,8 @@ function securityOf(fhirBase: string): Record<string, unknown> {
       {
         url: 'http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris',
         extension: [
+          // The authorization endpoint, for apps that discover it here (EHR launch, API.md §11).
+          { url: 'authorize', valueUri: `${base}oauth2/authorize` },
           { url: 'token', valueUri: `${base}oauth2/token` },
           { url: 'revoke', valueUri: `${base}oauth2/revoke` },
         ],
@@ -192,7 +194,7 @@ function baseStatement(fhirBase: string, now: Date): Record<string, unknown> {
     implementation: { description: 'Cinder FHIR R4 server', url: fhirBase },
     fhirVersion: '4.0.1',
     format: ['application/fhir+json', 'json'],
-    patchFormat: ['application/json-patch+json'],
+    patchFormat: ['application/json-patch+json', 'application/fhir+json'],
     rest: [
       {
         mode: 'server',

@@ -21,6 +21,7 @@ import * as m017 from './migrations/017-identifier-index.js';
 import * as m018 from './migrations/018-audit.js';
 import * as m019 from './migrations/019-full-text.js';
 import * as m020 from './migrations/020-lastn.js';
+import * as m021 from './migrations/021-smart-launch.js';
 
 export interface Migration {
   version: number;
@@ -49,6 +50,7 @@ export const MIGRATIONS: readonly Migration[] = [
   m018,
   m019,
   m020,
+  m021,
 ];
 
 const LOCK_KEY = 72_410_001;

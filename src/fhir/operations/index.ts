@@ -20,6 +20,7 @@ import { expungeOperation } from './expunge.js';
 import { lastnOperation } from './lastn.js';
 import { patientSummaryOperation } from './patient-summary.js';
 import { getWsBindingTokenOperation } from './get-ws-binding-token.js';
+import { launchOperation } from './launch.js';
 import type { OperationDefinition } from './operation.js';
 import { reindexOperation } from './reindex.js';
 import { testNotificationOperation } from './test-notification.js';
@@ -53,6 +54,7 @@ export const OPERATIONS: readonly OperationDefinition[] = [
   subscriptionEventsOperation,
   getWsBindingTokenOperation,
   auditVerifyChainOperation,
+  launchOperation,
   // Terminology (API.md §9), each at type and instance level.
   valueSetExpandOperation,
   valueSetExpandInstanceOperation,
