@@ -9,6 +9,7 @@ import { applySummary } from '../search/summary.js';
 import { executeSearch } from '../search/execute.js';
 import { parseProjectSearch } from './custom-index.js';
 import { resolveTerminology } from '../search/terminology.js';
+import { leaves } from '../search/filter.js';
 import type { SearchFilter, SearchRequest } from '../search/request.js';
 import type { RepoContext } from './context.js';
 import { isConformanceType } from '../conformance/model.js';
@@ -18,6 +19,7 @@ import { executeWithShared, takeSharedCursor } from './search-shared.js';
 export function chainedTypes(req: Pick<SearchRequest, 'filters'>): string[] {
   const out: string[] = [];
   const walk = (f: SearchFilter): void => {
+    if (f.expr) return leaves(f.expr).forEach(walk);
     const link = f.chain
       ? { type: f.chain.targetType, next: f.chain.filter }
       : f.has && { type: f.has.sourceType, next: f.has.filter };
@@ -75,6 +77,7 @@ export async function searchResources(
   const parsed = await parseProjectSearch(db, ctx, resourceType, taken.query, {
     lenient: opts.lenient === true,
     terminology: true,
+    filter: true,
   });
   if (opts.compartment) parsed.compartment = opts.compartment;
   assertChainsReadable(ctx.actor, chainedTypes(parsed));

@@ -13,6 +13,7 @@ import { typedValuesOf } from './extract.js';
 import { toIndexValues } from './normalise.js';
 import { getSearchParam, isResourceType, splitUnion, type SearchParamInfo } from './registry.js';
 import type { SearchFilter, SearchRequest } from './request.js';
+import { mapLeaves } from './filter.js';
 
 /** An expression runs inside every write of the project that owns it: its size is bounded, and so its parse cost. */
 export const MAX_EXPRESSION_LENGTH = 2000;
@@ -232,6 +233,7 @@ export function rekey(req: SearchRequest, set: ParamSet): SearchRequest {
   const key = (type: string, code: string): string =>
     getSearchParam(type, code) ? code : (set.get(type, code)?.key ?? code);
   const filter = (type: string, f: SearchFilter): SearchFilter => {
+    if (f.expr) return { ...f, expr: mapLeaves(f.expr, (g) => filter(type, g)) };
     if (f.has) {
       const { sourceType } = f.has;
       return {

@@ -7,6 +7,7 @@ import { dateRange, decimalRange, indexKey, normaliseReference, referenceParts }
 import { getSearchParam as builtinParam, type SearchParamInfo } from './registry.js';
 import { isIndexedComposite } from './extract-composite.js';
 import { FULL_TEXT_PARAMS, parseFullText } from './full-text.js';
+import { leaves, parseFilterParameter, type FilterParams } from './filter.js';
 import type {
   FilterValue,
   IncludeSpec,
@@ -130,6 +131,11 @@ export interface ParseOptions {
    * them (conditional writes, `_typeFilter`, Subscription criteria) refuses them rather than matching wrongly.
    */
   terminology?: boolean;
+  /**
+   * `_filter` (filter.ts) is a parameter of this search. Only searches answered over the database take it; without
+   * it `_filter` is an unknown parameter (conditional writes, `_typeFilter`, Subscription criteria).
+   */
+  filter?: boolean;
 }
 
 /** ParseOptions.params of the parse under way: set only while parseSearchRequest runs, which is synchronous. */
@@ -208,6 +214,11 @@ function parseRequest(
         for (const v of list)
           req.revinclude.push(parseInclude(resourceType, v, true, key.endsWith(':iterate')));
         continue;
+      case '_filter':
+        if (!opts.filter) break;
+        for (const v of list)
+          if (v !== '') req.filters.push(parseFilterParameter(v, filterParams(resourceType)));
+        continue;
     }
     for (const value of list) {
       if (value === '') continue; // an empty value does not constrain (https://hl7.org/fhir/R4/search.html#errors)
@@ -253,11 +264,17 @@ function linksOf(f: SearchFilter): number {
 /** Throws a 400 too-costly FhirError naming the first limit of SEARCH_LIMITS the request exceeds. */
 function assertWithinLimits(req: SearchRequest): void {
   const L = SEARCH_LIMITS;
-  const chains = req.filters.reduce((n, f) => n + linksOf(f), 0);
-  const filters = req.filters.length + chains;
-  const values = req.filters.reduce((n, f) => n + Math.max(1, inner(f).values.length), 0);
-  const costly = req.filters.reduce(
-    (n, f) => n + (['contains', 'text'].includes(inner(f).modifier ?? '') ? inner(f).values.length : 0),
+  // A `_filter`'s comparisons count as the parameters they stand for; its `ew` matches as `:contains` ones.
+  const all = req.filters.flatMap((f) => (f.expr ? leaves(f.expr) : [f]));
+  const chains = all.reduce((n, f) => n + linksOf(f), 0);
+  const filters = all.length + chains;
+  const values = all.reduce((n, f) => n + Math.max(1, inner(f).values.length), 0);
+  const costly = all.reduce(
+    (n, f) =>
+      n +
+      (['contains', 'text'].includes(inner(f).modifier ?? '')
+        ? inner(f).values.length
+        : inner(f).values.filter((v) => v.kind === 'string' && v.match === 'ew').length),
     0,
   );
   const includes = req.include.length + req.revinclude.length;
@@ -426,7 +443,7 @@ function parseChain(
   depth: number,
   terminology: boolean,
 ): SearchFilter {
-  const [code, typeModifier, extra] = head.split(':');
+  const [code, , extra] = head.split(':');
   const param = lookup(resourceType, code as string);
   if (param.type !== 'reference' || extra !== undefined) {
     throw bad(
@@ -434,24 +451,56 @@ function parseChain(
       'bad-chain',
     );
   }
-  let targetType = typeModifier;
+  const targetType = chainTarget(param, head, rest);
+  const filter = parseFilter(targetType, rest, value, depth + 1, terminology);
+  return { code: code as string, type: 'reference', values: [], chain: { targetType, filter } };
+}
+
+/** The type a chain `head.rest` goes to through the reference parameter `param` (`head`: `code` or `code:Type`). */
+function chainTarget(param: SearchParamInfo, head: string, rest: string): string {
+  const [code, targetType] = head.split(':');
   if (targetType !== undefined) {
     if (!isResourceType(targetType) || (param.targets.length > 0 && !param.targets.includes(targetType))) {
       throw bad(`Invalid chained parameter '${head}.${rest}': bad target type '${targetType}'`, 'bad-chain');
     }
-  } else {
-    const innerCode = rest.split(/[:.]/)[0] as string;
-    const candidates = param.targets.filter((t) => getSearchParam(t, innerCode));
-    if (candidates.length !== 1) {
-      throw bad(
-        `Ambiguous chained parameter '${head}.${rest}': write '${code}:Type.${rest}' with one of ${candidates.join(', ') || param.targets.join(', ')}`,
-        'ambiguous-chain',
-      );
-    }
-    targetType = candidates[0] as string;
+    return targetType;
   }
-  const filter = parseFilter(targetType, rest, value, depth + 1, terminology);
-  return { code: code as string, type: 'reference', values: [], chain: { targetType, filter } };
+  const innerCode = rest.split(/[:.]/)[0] as string;
+  const candidates = param.targets.filter((t) => getSearchParam(t, innerCode));
+  if (candidates.length !== 1) {
+    throw bad(
+      `Ambiguous chained parameter '${head}.${rest}': write '${code}:Type.${rest}' with one of ${candidates.join(', ') || param.targets.join(', ')}`,
+      'ambiguous-chain',
+    );
+  }
+  return candidates[0] as string;
+}
+
+/**
+ * The parser seen from `_filter` (filter.ts): the type of the parameter a path (`subject:Patient.name`) ends at, and
+ * the filter of one `key=value` (never with terminology: `_filter` has no operator that needs it).
+ */
+function filterParams(resourceType: string): FilterParams {
+  return {
+    typeOf(path) {
+      let type = resourceType;
+      const segments = path.split('.');
+      for (let i = 0; i < segments.length - 1; i++) {
+        const head = segments[i] as string;
+        const param = lookup(type, head.split(':')[0] as string);
+        if (param.type !== 'reference')
+          throw bad(
+            `Invalid chained parameter '${path}': '${head}' is not a reference parameter`,
+            'bad-chain',
+          );
+        type = chainTarget(param, head, segments.slice(i + 1).join('.'));
+      }
+      const last = segments[segments.length - 1] as string;
+      const param = lookup(type, last);
+      return { type: param.type, ...(last === '_id' || last === '_lastUpdated' ? { column: true } : {}) };
+    },
+    filter: (key, value) => parseFilter(resourceType, key, value, 0, false),
+  };
 }
 
 /** `_has:Type:param:rest`: resources that a `Type` matching `rest` references through `param`. */

@@ -5,8 +5,11 @@ import type { SearchParamType } from './registry.js';
 export type Prefix = 'eq' | 'ne' | 'gt' | 'lt' | 'ge' | 'le' | 'sa' | 'eb' | 'ap';
 
 export type FilterValue =
-  /** string: the raw text; sql.ts normalises it. */
-  | { kind: 'string'; value: string }
+  /**
+   * string: the raw text; sql.ts normalises it. `match` (from `_filter`, filter.ts): the whole value equals it
+   * (`eq`) or ends with it (`ew`), case- and accent-insensitively; absent: starts with it.
+   */
+  | { kind: 'string'; value: string; match?: 'eq' | 'ew' }
   /** token: `system` undefined = any system, '' = no system (`|code`); `code` undefined = any code (`system|`). */
   | { kind: 'token'; system?: string; code?: string }
   /** token `:text`. */
@@ -92,7 +95,15 @@ export interface SearchFilter {
    * references through its parameter `code`.
    */
   has?: { sourceType: string; code: string; filter: SearchFilter };
+  /** `_filter` (filter.ts): a logical expression over filters; code `_filter`, no values of its own. */
+  expr?: FilterExpr;
 }
+
+/** A `_filter` expression (https://hl7.org/fhir/R4/search_filter.html): `and`, `or`, `not` over filters. */
+export type FilterExpr =
+  | { op: 'and' | 'or'; args: FilterExpr[] }
+  | { op: 'not'; arg: FilterExpr }
+  | { op: 'leaf'; filter: SearchFilter };
 
 export interface SortKey {
   /** A search parameter code, or `_id` / `_lastUpdated`. */
@@ -144,4 +155,9 @@ export interface SearchRequest {
    * for callers that read a few elements of many rows ($csv).
    */
   omit?: readonly string[];
+  /**
+   * System-level search (search-system.ts): the types searched, in groups whose filters are the same (the query
+   * parsed for each type; `filters` above are then unused). `resourceType` is the first type.
+   */
+  system?: { types: string[]; filters: SearchFilter[] }[];
 }

@@ -5,7 +5,15 @@ import { FhirError } from '../outcome.js';
 import { normaliseString, uriAncestors, uriBelow } from './normalise.js';
 import { fullTextCondition, isFullTextFilter } from './full-text.js';
 import { patientCondition, referencedBy } from './patient-reach.js';
-import type { FilterValue, IncludeSpec, Prefix, SearchFilter, SearchRequest, SortKey } from './request.js';
+import type {
+  FilterExpr,
+  FilterValue,
+  IncludeSpec,
+  Prefix,
+  SearchFilter,
+  SearchRequest,
+  SortKey,
+} from './request.js';
 
 export interface SqlQuery {
   text: string;
@@ -58,6 +66,14 @@ export function escapeLike(s: string): string {
  */
 function startsWith(b: Builder, col: string, prefix: string): string {
   return `(${col} ~>=~ ${b.p(prefix)} AND ${col} ~<~ ${b.p(`${prefix}\u{10FFFF}`)})`;
+}
+
+/** The resource type(s) a condition is about: one, or the group of a system-level search (search-system.ts). */
+type Types = string | readonly string[];
+
+/** `col` is the type, or one of the types. */
+function typeIs(b: Builder, col: string, t: Types): string {
+  return typeof t === 'string' ? `${col} = ${b.p(t)}` : `${col} = ANY(${b.p(t, 'text[]')})`;
 }
 
 function or(conds: string[]): string {
@@ -144,6 +160,8 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
   switch (v.kind) {
     case 'string': {
       const norm = normaliseString(v.value);
+      if (v.match === 'eq') return `${x}.value_norm = ${b.p(norm)}`;
+      if (v.match === 'ew') return `${x}.value_norm LIKE ${b.p(`%${escapeLike(norm)}`)}`;
       if (f.modifier === 'exact')
         return `(${x}.value_norm = ${b.p(norm)} AND ${x}.value_exact = ${b.p(v.value)})`;
       if (f.modifier !== 'contains') return startsWith(b, `${x}.value_norm`, norm);
@@ -224,11 +242,10 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
  * extract.ts for each element the composite's expression finds (https://hl7.org/fhir/R4/search.html#composite).
  */
 function compositeCondition(
-  resourceType: string,
+  resourceType: Types,
   v: Extract<FilterValue, { kind: 'composite' }>,
   b: Builder,
 ): string {
-  const rt = b.p(resourceType);
   const aliases = v.parts.map(() => b.alias('k'));
   const first = aliases[0] as string;
   const from = v.parts
@@ -241,7 +258,7 @@ function compositeCondition(
   const conds = v.parts.map((part, k) => {
     const x = aliases[k] as string;
     const sub: SearchFilter = { code: part.code, type: part.type, values: [part.value] };
-    return `${x}.resource_type = ${rt} AND ${x}.code = ${b.p(part.code)} AND ${valueCondition(sub, part.value, x, b)}`;
+    return `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${x}.code = ${b.p(part.code)} AND ${valueCondition(sub, part.value, x, b)}`;
   });
   return `SELECT ${first}.rid FROM ${from} WHERE ${conds.join(' AND ')}`;
 }
@@ -267,13 +284,28 @@ function columnCondition(f: SearchFilter, a: string, b: Builder): string {
   );
 }
 
+/** A `_filter` expression: its leaves' conditions under `and`, `or` and `not`. */
+function exprCondition(
+  resourceType: Types,
+  e: FilterExpr,
+  a: string,
+  b: Builder,
+  scope: AccessScope,
+): string {
+  if (e.op === 'leaf') return filterCondition(resourceType, e.filter, a, b, scope);
+  if (e.op === 'not') return `NOT (${exprCondition(resourceType, e.arg, a, b, scope)})`;
+  const parts = e.args.map((x) => exprCondition(resourceType, x, a, b, scope));
+  return `(${parts.join(e.op === 'and' ? ' AND ' : ' OR ')})`;
+}
+
 function filterCondition(
-  resourceType: string,
+  resourceType: Types,
   f: SearchFilter,
   a: string,
   b: Builder,
   scope: AccessScope,
 ): string {
+  if (f.expr) return exprCondition(resourceType, f.expr, a, b, scope);
   if (f.column) return columnCondition(f, a, b);
   if (isFullTextFilter(f)) return fullTextCondition(resourceType, f, a, (v) => b.p(v));
   const table = tableOf(f);
@@ -286,7 +318,7 @@ function filterCondition(
     const { targetType, filter } = f.chain;
     const tt = b.p(targetType);
     const conds = [
-      `${x}.resource_type = ${b.p(resourceType)}`,
+      typeIs(b, `${x}.resource_type`, resourceType),
       `${x}.code = ${b.p(f.code)}`,
       `NOT ${t}.deleted`,
       ...(scope.projectId !== null ? [`${t}.project_id = ${b.p(scope.projectId)}`] : []),
@@ -305,7 +337,7 @@ function filterCondition(
     const conds = [
       `${x}.resource_type = ${b.p(sourceType)}`,
       `${x}.code = ${b.p(code)}`,
-      `${x}.target_type = ${b.p(resourceType)}`,
+      typeIs(b, `${x}.target_type`, resourceType),
       `NOT ${s}.deleted`,
       ...(scope.projectId !== null ? [`${s}.project_id = ${b.p(scope.projectId)}`] : []),
       ...optional(patientCondition(scope, s, (v) => b.p(v), sourceType)),
@@ -323,7 +355,7 @@ function filterCondition(
     const any = `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${x}.code = ${b.p(f.code)})`;
     return f.missing ? `NOT ${any}` : any;
   }
-  const test = `${x}.resource_type = ${b.p(resourceType)} AND ${x}.code = ${b.p(f.code)} AND ${or(
+  const test = `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${x}.code = ${b.p(f.code)} AND ${or(
     f.values.map((v) => valueCondition(f, v, x, b)),
   )}`;
   if (f.modifier === 'not' || f.modifier === 'not-in')
@@ -333,6 +365,7 @@ function filterCondition(
 
 /** The WHERE clause of a search over alias `r` (without `skip`: the driving filter, tested on its own rows). */
 function whereClause(req: SearchRequest, scope: AccessScope, b: Builder, skip?: SearchFilter): string {
+  if (req.system) return systemWhereClause(req.system, scope, b);
   const conds = [`r.resource_type = ${b.p(req.resourceType)}`, 'NOT r.deleted'];
   if (scope.projectId !== null) conds.push(`r.project_id = ${b.p(scope.projectId)}`);
   if (scope.author !== undefined)
@@ -351,6 +384,38 @@ function whereClause(req: SearchRequest, scope: AccessScope, b: Builder, skip?: 
   if (reach) conds.push(reach);
   for (const f of req.filters)
     if (f !== skip) conds.push(filterCondition(req.resourceType, f, 'r', b, scope));
+  return conds.join(' AND ');
+}
+
+/**
+ * The WHERE clause of a system-level search (search-system.ts): each group's types with its filters; the scope's
+ * narrowing of AsyncJobs (author) and ProjectMemberships (the caller's own) on rows of those types only, and its
+ * patient on rows of any type.
+ */
+function systemWhereClause(
+  groups: NonNullable<SearchRequest['system']>,
+  scope: AccessScope,
+  b: Builder,
+): string {
+  const conds = ['NOT r.deleted'];
+  if (scope.projectId !== null) conds.push(`r.project_id = ${b.p(scope.projectId)}`);
+  if (scope.author !== undefined)
+    conds.push(
+      `(r.resource_type <> 'AsyncJob' OR r.content->'meta'->'author'->>'reference' = ${b.p(scope.author)})`,
+    );
+  if (scope.membership !== undefined)
+    conds.push(`(r.resource_type <> 'ProjectMembership' OR r.id = ${b.p(scope.membership)})`);
+  const reach = patientCondition(scope, 'r', (v) => b.p(v));
+  if (reach) conds.push(reach);
+  const alternatives = groups.map((g) =>
+    [
+      typeIs(b, 'r.resource_type', g.types.length === 1 ? (g.types[0] as string) : g.types),
+      ...g.filters.map((f) =>
+        filterCondition(g.types.length === 1 ? (g.types[0] as string) : g.types, f, 'r', b, scope),
+      ),
+    ].join(' AND '),
+  );
+  conds.push(alternatives.length === 1 ? (alternatives[0] as string) : or(alternatives.map((c) => `(${c})`)));
   return conds.join(' AND ');
 }
 
@@ -540,6 +605,7 @@ function drivingFilter(req: SearchRequest, scope: AccessScope): SearchFilter | u
   const f = req.filters.length === 1 ? req.filters[0] : undefined;
   if (
     !f ||
+    req.system ||
     req.compartment ||
     scope.author !== undefined ||
     (scope.membership !== undefined && req.resourceType === 'ProjectMembership') ||
