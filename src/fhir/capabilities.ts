@@ -5,7 +5,7 @@ import { resourceTypes } from './definitions/index.js';
 import { OPERATIONS } from './operations/index.js';
 import type { OperationDefinition } from './operations/operation.js';
 import { isIndexedComposite } from './search/extract-composite.js';
-import { searchParamsOf } from './search/registry.js';
+import { getSearchParam, searchParamsOf } from './search/registry.js';
 import { FULL_TEXT_PARAMS, supportsFullText } from './search/full-text.js';
 import { EXT, type ChannelType } from './subscriptions/model.js';
 
@@ -202,8 +202,10 @@ function baseStatement(fhirBase: string, now: Date): Record<string, unknown> {
         interaction: [
           { code: 'transaction', documentation: TRANSACTION_DOCUMENTATION },
           { code: 'batch', documentation: BATCH_DOCUMENTATION },
+          { code: 'search-system' },
           { code: 'history-system' },
         ],
+        searchParam: systemSearchParams(),
         operation: operations(fhirBase, (op) => op.level === 'system'),
         resource: resourceTypes().map((type) =>
           type === 'AuditEvent'
@@ -240,6 +242,26 @@ function baseStatement(fhirBase: string, now: Date): Record<string, unknown> {
       },
     ],
   };
+}
+
+/**
+ * The parameters of a system-level search without `_type` (those of every resource type), and `_filter`, which every
+ * type's search takes (search/filter.ts).
+ */
+function systemSearchParams(): Record<string, string>[] {
+  const common = ['_id', '_lastUpdated', '_tag', '_profile', '_security', '_source'].map((code) => {
+    const p = getSearchParam('Patient', code);
+    return { name: code, type: p?.type ?? 'token', ...(p?.url ? { definition: p.url } : {}) };
+  });
+  return [
+    ...common,
+    {
+      name: '_filter',
+      type: 'special',
+      documentation:
+        'R4 search_filter.html: and, or, not, parentheses; eq ne co sw ew gt lt ge le ap sa eb pr',
+    },
+  ];
 }
 
 interface CsResourceEntry {

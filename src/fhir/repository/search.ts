@@ -6,7 +6,7 @@ import { bundleToJson, type BundleEntryText } from '../bundle.js';
 import { RawJson, type FhirResult } from '../result.js';
 import { applyElements } from '../search/elements.js';
 import { applySummary } from '../search/summary.js';
-import { executeSearch } from '../search/execute.js';
+import { executeSearch, type SearchResult } from '../search/execute.js';
 import { parseProjectSearch } from './custom-index.js';
 import { resolveTerminology } from '../search/terminology.js';
 import { leaves } from '../search/filter.js';
@@ -95,6 +95,27 @@ export async function searchResources(
         ...(rawCursor !== undefined ? { rawCursor } : {}),
       })
     : await executeSearch(db, req, scope);
+  const outcomes: BundleEntryText[] = [];
+  if (req.ignored?.length) outcomes.push(ignoredOutcome(req.ignored));
+  if ('warning' in result && typeof result.warning === 'string') outcomes.push(sharedOutcome(result.warning));
+  return searchsetBundle(ctx, req, result, selfUrl, {
+    paged: Boolean(req.cursor || req.offset || taken.cursor),
+    outcomes,
+  });
+}
+
+/**
+ * The searchset Bundle of a search's result: `self` (the search performed), `first` (when `paged`: the request was not
+ * the first page), `previous` and `next` links, the matches, the included resources the caller may read, then the
+ * `outcomes` entries.
+ */
+export function searchsetBundle(
+  ctx: RepoContext,
+  req: SearchRequest,
+  result: SearchResult,
+  selfUrl: string,
+  opts: { paged: boolean; outcomes?: BundleEntryText[] },
+): FhirResult {
   // The self link names the search performed: a `_count` above the cap shows the cap, ignored parameters are not.
   const self = new URL(selfUrl);
   const asked = self.searchParams.get('_count');
@@ -112,7 +133,7 @@ export async function searchResources(
     for (const [k, v] of Object.entries(params)) u.searchParams.set(k, v);
     return u.toString();
   };
-  if (req.cursor || req.offset || taken.cursor) link.push({ relation: 'first', url: page({}) });
+  if (opts.paged) link.push({ relation: 'first', url: page({}) });
   if (result.previousCursor) link.push({ relation: 'previous', url: page(result.previousCursor) });
   if (result.nextCursor) link.push({ relation: 'next', url: page(result.nextCursor) });
   const shape = (json: string): string =>
@@ -135,8 +156,7 @@ export async function searchResources(
       });
     }
   }
-  if (req.ignored?.length) entry.push(ignoredOutcome(req.ignored));
-  if ('warning' in result && typeof result.warning === 'string') entry.push(sharedOutcome(result.warning));
+  entry.push(...(opts.outcomes ?? []));
   const text = bundleToJson(
     { type: 'searchset', ...(result.total !== undefined ? { total: result.total } : {}), link, entry },
     ctx.newId(),

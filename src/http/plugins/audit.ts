@@ -74,7 +74,7 @@ export function kindOf(request: FastifyRequest): AuditKind | undefined {
       const bundleType = (request.body as { type?: unknown } | null | undefined)?.type;
       return bundleType === 'transaction' ? 'transaction' : 'batch';
     }
-    return id === '_search' ? 'search' : 'create';
+    return id === '_search' || (type === '_search' && id === undefined) ? 'search' : 'create';
   }
   if (method === 'PUT') return 'update';
   if (method === 'PATCH') return 'patch';

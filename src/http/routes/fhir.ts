@@ -24,6 +24,7 @@ import { assertBody } from '../../fhir/repository/prepare.js';
 import { readBinaryContent, readResource, vreadResource } from '../../fhir/repository/read.js';
 import { subsetRead } from '../../fhir/search/summary.js';
 import { searchResources } from '../../fhir/repository/search.js';
+import { searchSystem } from '../../fhir/repository/search-system.js';
 import { processTransaction } from '../../fhir/repository/transaction.js';
 import { withAudit } from '../../fhir/repository/audit-writes.js';
 import { updateResource } from '../../fhir/repository/update.js';
@@ -82,6 +83,27 @@ const methodNotAllowed = (req: FastifyRequest): never => {
     { status: 405 },
   );
 };
+
+/** A POST _search's parameters: the query string's and the form body's. */
+function withForm(req: FastifyRequest): Query {
+  const form = (req.body ?? {}) as FormBody;
+  if (typeof form !== 'object' || Array.isArray(form)) {
+    throw new FhirError(
+      'invalid',
+      'POST _search takes application/x-www-form-urlencoded parameters',
+      'rest.search-body',
+    );
+  }
+  const query: Query = { ...(req.query as Query) };
+  for (const [k, v] of Object.entries(form)) {
+    const prev = query[k];
+    query[k] = prev === undefined ? v : [...[prev].flat(), ...[v].flat()];
+  }
+  return query;
+}
+
+const queryText = (query: Query): string =>
+  new URLSearchParams(Object.entries(query).flatMap(([k, v]) => [v].flat().map((x) => [k, x]))).toString();
 
 /** `Prefer: handling=lenient` on a search: unknown parameters are ignored (and named) rather than a 400. */
 const lenient = (req: FastifyRequest): { lenient: boolean } => ({
@@ -161,6 +183,15 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     return send(reply, r);
   });
 
+  // System-level search (https://hl7.org/fhir/R4/http.html#search): `GET {fhir}?_type=…` and `POST {fhir}/_search`.
+  app.get<P<Record<string, never>>>('/', async (req, reply) =>
+    send(reply, await searchSystem(deps.db, ctx(req), req.query, selfUrl(deps, req))),
+  );
+  app.post<P<Record<string, never>>>('/_search', async (req, reply) => {
+    const query = withForm(req);
+    return send(reply, await searchSystem(deps.db, ctx(req), query, `${deps.fhirBase}?${queryText(query)}`));
+  });
+
   app.get<P<{ type: string }>>('/:type', async (req, reply) => {
     assertType(req.params.type);
     return send(
@@ -171,20 +202,8 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
 
   app.post<P<{ type: string }>>('/:type/_search', async (req, reply) => {
     assertType(req.params.type);
-    const form = (req.body ?? {}) as FormBody;
-    if (typeof form !== 'object' || Array.isArray(form)) {
-      throw new FhirError(
-        'invalid',
-        'POST _search takes application/x-www-form-urlencoded parameters',
-        'rest.search-body',
-      );
-    }
-    const query: Query = { ...req.query };
-    for (const [k, v] of Object.entries(form)) {
-      const prev = query[k];
-      query[k] = prev === undefined ? v : [...[prev].flat(), ...[v].flat()];
-    }
-    const self = `${deps.fhirBase}/${req.params.type}?${new URLSearchParams(Object.entries(query).flatMap(([k, v]) => [v].flat().map((x) => [k, x]))).toString()}`;
+    const query = withForm(req);
+    const self = `${deps.fhirBase}/${req.params.type}?${queryText(query)}`;
     return send(reply, await searchResources(deps.db, ctx(req), req.params.type, query, self, lenient(req)));
   });
 
