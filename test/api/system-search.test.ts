@@ -130,6 +130,27 @@ describe.each(testDatabases())('system-level search on $name', (database) => {
     expect(refs(bundle, 'include')).toEqual([ref.pat1]);
   });
 
+  it('reverse chains over several types match the referenced type, not just the id', async () => {
+    const same = `same-${Date.now()}`;
+    for (const type of ['Patient', 'Practitioner']) {
+      const put = await t.request({
+        method: 'PUT',
+        url: `${t.fhir}/${type}/${same}`,
+        token: a.adminToken,
+        payload: { resourceType: type, id: same },
+      });
+      expect(put.statusCode, put.body).toBe(201);
+    }
+    await created(t, a.adminToken, {
+      resourceType: 'Observation',
+      status: 'amended',
+      code: { text: 'y' },
+      performer: [{ reference: `Practitioner/${same}` }],
+    });
+    const bundle = await search('?_type=Patient,Practitioner&_has:Observation:performer:status=amended');
+    expect(refs(bundle)).toEqual([`Practitioner/${same}`]);
+  });
+
   it('takes POST {fhir}/_search with a form body', async () => {
     const res = await t.request({
       method: 'POST',

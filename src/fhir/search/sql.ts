@@ -343,7 +343,12 @@ function filterCondition(
       ...optional(patientCondition(scope, s, (v) => b.p(v), sourceType)),
       filterCondition(sourceType, filter, s, b, scope),
     ];
-    return `${a}.id IN (SELECT ${x}.target_id FROM sp_reference ${x} JOIN resources ${s} ON ${s}.rid = ${x}.rid WHERE ${conds.join(' AND ')})`;
+    // Over several types (a system search), the type is matched too: ids are unique within a type only.
+    const [row, ref] =
+      typeof resourceType === 'string'
+        ? [`${a}.id`, `${x}.target_id`]
+        : [`(${a}.resource_type, ${a}.id)`, `${x}.target_type, ${x}.target_id`];
+    return `${row} IN (SELECT ${ref} FROM sp_reference ${x} JOIN resources ${s} ON ${s}.rid = ${x}.rid WHERE ${conds.join(' AND ')})`;
   }
   if (f.type === 'composite') {
     const alts = f.values.flatMap((v) =>
