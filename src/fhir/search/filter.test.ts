@@ -180,5 +180,14 @@ describe('_filter as search filters', () => {
     expect(q.text).toContain('NOT (');
     expect(q.text).not.toContain('drop table');
     expect(q.values).toContain("%x'; drop table resources; --%");
+    // Under `or` and `not`, leaves probe the row's own index rows; AND'ed at the top they stay semi-joins.
+    expect(q.text).toContain('OR EXISTS (SELECT 1 FROM sp_string');
+    expect(q.text).toContain('NOT (EXISTS (SELECT 1 FROM sp_token');
+    const and = searchSql(
+      parseSearchRequest('Patient', { _filter: 'name co "x" and gender eq male' }, { filter: true }),
+      { projectId: 'p1' },
+    );
+    expect(and.text).not.toContain('EXISTS');
+    expect(and.text.match(/r\.rid IN \(SELECT/g)).toHaveLength(2);
   });
 });

@@ -284,17 +284,23 @@ function columnCondition(f: SearchFilter, a: string, b: Builder): string {
   );
 }
 
-/** A `_filter` expression: its leaves' conditions under `and`, `or` and `not`. */
+/**
+ * A `_filter` expression: its leaves' conditions under `and`, `or` and `not`. Leaves AND'ed at the top are semi-joins
+ * as ordinary filters are; under `or` and `not` they are probes of the row's own index rows (`correlated`): PostgreSQL
+ * turns neither an OR'ed nor a negated `rid IN (subquery)` into a join, and would otherwise hash every matching
+ * index row of the whole table (every project's), or re-run the subquery per row when they do not fit in memory.
+ */
 function exprCondition(
   resourceType: Types,
   e: FilterExpr,
   a: string,
   b: Builder,
   scope: AccessScope,
+  top = true,
 ): string {
-  if (e.op === 'leaf') return filterCondition(resourceType, e.filter, a, b, scope);
-  if (e.op === 'not') return `NOT (${exprCondition(resourceType, e.arg, a, b, scope)})`;
-  const parts = e.args.map((x) => exprCondition(resourceType, x, a, b, scope));
+  if (e.op === 'leaf') return filterCondition(resourceType, e.filter, a, b, scope, !top);
+  if (e.op === 'not') return `NOT (${exprCondition(resourceType, e.arg, a, b, scope, false)})`;
+  const parts = e.args.map((x) => exprCondition(resourceType, x, a, b, scope, top && e.op === 'and'));
   return `(${parts.join(e.op === 'and' ? ' AND ' : ' OR ')})`;
 }
 
@@ -304,6 +310,7 @@ function filterCondition(
   a: string,
   b: Builder,
   scope: AccessScope,
+  correlated = false,
 ): string {
   if (f.expr) return exprCondition(resourceType, f.expr, a, b, scope);
   if (f.column) return columnCondition(f, a, b);
@@ -365,6 +372,7 @@ function filterCondition(
   )}`;
   if (f.modifier === 'not' || f.modifier === 'not-in')
     return `NOT EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${test})`;
+  if (correlated) return `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${test})`;
   return `${a}.rid IN (SELECT ${x}.rid FROM ${table} ${x} WHERE ${test})`;
 }
 
