@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FhirError } from '../outcome.js';
-import { FILTER_LIMITS, parseFilterSyntax } from './filter.js';
+import { paramSet, readSearchParameter, rekey } from './custom-params.js';
+import { FILTER_LIMITS, leaves, parseFilterSyntax } from './filter.js';
 import { parseSearchRequest } from './parse.js';
 import type { FilterExpr, SearchFilter } from './request.js';
 import { searchSql } from './sql.js';
@@ -166,6 +167,31 @@ describe('_filter as search filters', () => {
     // Searches that do not take _filter (conditional writes, Subscription criteria) treat it as unknown.
     expect(codeOf(() => parseSearchRequest('Patient', { _filter: 'name eq x' }))).toBe(
       'search.unknown-param',
+    );
+  });
+
+  it("takes a project's custom parameters, rekeyed to their index keys", () => {
+    const set = paramSet(
+      readSearchParameter({
+        resourceType: 'SearchParameter',
+        status: 'active',
+        code: 'nickname',
+        base: ['Patient'],
+        type: 'string',
+        expression: "Patient.name.where(use='nickname').given",
+      }),
+    );
+    const key = set.get('Patient', 'nickname')?.key as string;
+    const req = parseSearchRequest(
+      'Patient',
+      { _filter: 'nickname eq "bob" or not (family co x)' },
+      { filter: true, params: set.get },
+    );
+    const out = rekey(req, set);
+    const codes = leaves(out.filters[0]?.expr as FilterExpr).map((f) => f.code);
+    expect(codes).toEqual([key, 'family']);
+    expect(() => parseSearchRequest('Patient', { _filter: 'nickname eq "bob"' }, { filter: true })).toThrow(
+      /'nickname'/,
     );
   });
 
