@@ -249,10 +249,12 @@ function baseStatement(fhirBase: string, now: Date): Record<string, unknown> {
  * type's search takes (search/filter.ts).
  */
 function systemSearchParams(): Record<string, string>[] {
-  const common = ['_id', '_lastUpdated', '_tag', '_profile', '_security', '_source'].map((code) => {
-    const p = getSearchParam('Patient', code);
-    return { name: code, type: p?.type ?? 'token', ...(p?.url ? { definition: p.url } : {}) };
-  });
+  const common = ['_id', '_lastUpdated', '_tag', '_profile', '_security', '_source', '_text', '_content'].map(
+    (code) => {
+      const p = getSearchParam('Patient', code);
+      return { name: code, type: p?.type ?? 'token', ...(p?.url ? { definition: p.url } : {}) };
+    },
+  );
   return [
     ...common,
     {

@@ -168,6 +168,10 @@ describe.each(testDatabases())('system-level search on $name', (database) => {
   it('without _type searches every type the caller may read, with the common parameters only', async () => {
     expect(refs(await search(`?_tag=${tag}`))).toEqual([ref.pat1, ref.pat2, ref.prac, ref.obs]);
     expect(refs(await search(`?_id=${ref.org?.split('/')[1]}`))).toEqual([ref.org]);
+    // Full text over every type (`_text` leaves out the types without a narrative).
+    expect(refs(await search('?_content=alpha'))).toEqual([ref.pat1, ref.prac]);
+    expect(refs(await search('?_type=Patient,Observation&_content=alpha'))).toEqual([ref.pat1]);
+    expect(refs(await search('?_text=alpha'))).toEqual([]);
     const text = await refused('?family=Alpha', 400);
     expect(text).toContain('family');
     expect(text).toContain('_type');
@@ -270,7 +274,17 @@ describe.each(testDatabases())('system-level search on $name', (database) => {
     ).rest[0];
     expect(rest?.interaction.map((i) => i.code)).toContain('search-system');
     expect(rest?.searchParam.map((p) => p.name)).toEqual(
-      expect.arrayContaining(['_id', '_lastUpdated', '_tag', '_profile', '_security', '_source', '_filter']),
+      expect.arrayContaining([
+        '_id',
+        '_lastUpdated',
+        '_tag',
+        '_profile',
+        '_security',
+        '_source',
+        '_text',
+        '_content',
+        '_filter',
+      ]),
     );
   });
 });

@@ -6,6 +6,7 @@ import { assertChainsReadable, searchScope } from '../access.js';
 import { FhirError } from '../outcome.js';
 import type { FhirResult } from '../result.js';
 import { executeSearch } from '../search/execute.js';
+import { FULL_TEXT_PARAMS, supportsFullText } from '../search/full-text.js';
 import { isResourceType, resourceTypes } from '../search/model.js';
 import type { IncludeSpec, SearchRequest } from '../search/request.js';
 import { resolveTerminology } from '../search/terminology.js';
@@ -85,7 +86,15 @@ export async function searchSystem(
   const named = typesOf(query._type);
   const rest = { ...query };
   delete rest._type;
-  const all = named ?? [...resourceTypes()].filter((t) => t !== AUDIT_EVENT).sort();
+  // Without _type, `_text` leaves out the types that have no narrative (Binary, Bundle, Parameters).
+  const fullText = [...FULL_TEXT_PARAMS].filter((code) =>
+    Object.keys(rest).some((k) => k.split(':')[0] === code),
+  );
+  const all =
+    named ??
+    [...resourceTypes()]
+      .filter((t) => t !== AUDIT_EVENT && fullText.every((code) => supportsFullText(t, code)))
+      .sort();
   const { scope, types } = systemScope(ctx, all, named !== undefined);
   if (types.length === 0)
     throw new FhirError(
@@ -102,7 +111,7 @@ export async function searchSystem(
       if (!named && err instanceof FhirError && err.code === 'search.unknown-param') {
         throw bad(
           `${err.message}: without _type, a system search takes only the parameters of every resource type ` +
-            '(_id, _lastUpdated, _tag, _profile, _security, _source); name the types in _type to use others',
+            '(_id, _lastUpdated, _tag, _profile, _security, _source, _text, _content); name the types in _type to use others',
           'not-common',
         );
       }

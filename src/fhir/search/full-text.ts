@@ -181,7 +181,7 @@ export function isFullTextFilter(f: SearchFilter): boolean {
  * through the GIN index of the column (sp_text_narrative, sp_text_content).
  */
 export function fullTextCondition(
-  resourceType: string,
+  resourceType: string | readonly string[],
   f: SearchFilter,
   a: string,
   bind: (v: unknown) => string,
@@ -189,8 +189,11 @@ export function fullTextCondition(
   const v = f.values[0];
   const column = COLUMN[f.code];
   if (v?.kind !== 'fulltext' || !column) return 'FALSE';
+  // Several types: a system-level search (repository/search-system.ts).
+  const type =
+    typeof resourceType === 'string' ? `= ${bind(resourceType)}` : `= ANY(${bind(resourceType)}::text[])`;
   return (
     `${a}.rid IN (SELECT ft.rid FROM sp_text ft WHERE ft.${column} @@ ${bind(v.query)}::tsquery ` +
-    `AND ft.resource_type = ${bind(resourceType)})`
+    `AND ft.resource_type ${type})`
   );
 }
