@@ -172,6 +172,8 @@ describe.each(testDatabases())('system-level search on $name', (database) => {
     expect(refs(await search('?_content=alpha'))).toEqual([ref.pat1, ref.prac]);
     expect(refs(await search('?_type=Patient,Observation&_content=alpha'))).toEqual([ref.pat1]);
     expect(refs(await search('?_text=alpha'))).toEqual([]);
+    const f = encodeURIComponent('_content eq alpha and not (_id eq x)');
+    expect(refs(await search(`?_filter=${f}`))).toEqual([ref.pat1, ref.prac]);
     const text = await refused('?family=Alpha', 400);
     expect(text).toContain('family');
     expect(text).toContain('_type');

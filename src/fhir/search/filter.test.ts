@@ -143,6 +143,9 @@ describe('_filter as search filters', () => {
     ]);
     expect(leaf(expr('Patient', 'birthdate pr true'))).toMatchObject({ code: 'birthdate', missing: false });
     expect(leaf(expr('Patient', '_id eq abc'))).toMatchObject({ column: 'id' });
+    const words = expr('Patient', '_content eq "alpha beta" or _text ne gamma');
+    expect(words.op === 'or' && words.args.map((x) => x.op)).toEqual(['leaf', 'not']);
+    expect(codeOf(() => expr('Patient', '_content co alpha'))).toBe('search.filter-operator');
     const chain = leaf(expr('Observation', 'patient.name co "pet"'));
     expect(chain.chain?.targetType).toBe('Patient');
     expect(chain.chain?.filter).toMatchObject({ code: 'name', modifier: 'contains' });

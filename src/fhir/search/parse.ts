@@ -6,7 +6,7 @@ import { isResourceType } from './model.js';
 import { dateRange, decimalRange, indexKey, normaliseReference, referenceParts } from './normalise.js';
 import { getSearchParam as builtinParam, type SearchParamInfo } from './registry.js';
 import { isIndexedComposite } from './extract-composite.js';
-import { FULL_TEXT_PARAMS, parseFullText } from './full-text.js';
+import { FULL_TEXT_PARAMS, parseFullText, supportsFullText } from './full-text.js';
 import { leaves, parseFilterParameter, type FilterParams } from './filter.js';
 import type {
   FilterValue,
@@ -496,6 +496,8 @@ function filterParams(resourceType: string): FilterParams {
         type = chainTarget(param, head, segments.slice(i + 1).join('.'));
       }
       const last = segments[segments.length - 1] as string;
+      // `_text`/`_content` (full-text.ts) are not in the registry: compared with eq/ne as words.
+      if (FULL_TEXT_PARAMS.has(last) && supportsFullText(type, last)) return { type: 'special' };
       const param = lookup(type, last);
       return { type: param.type, ...(last === '_id' || last === '_lastUpdated' ? { column: true } : {}) };
     },
