@@ -228,6 +228,9 @@ describe.each(testDatabases())('system-level search on $name', (database) => {
     expect(member.filter((r) => r.startsWith('ClientApplication/'))).toEqual([]);
     expect(member.filter((r) => r.startsWith('ProjectMembership/')).length).toBeLessThanOrEqual(1);
     expect(await refused('?_type=ClientApplication', 403, a.memberToken)).toContain('ClientApplication');
+    // A token that may search no type in the resources table (the audit trail is searched elsewhere) gets a 403.
+    const auditOnly = await scopedClientToken(t, a.adminToken, a.projectId, 'system/AuditEvent.rs');
+    expect(await refused(`?_tag=${tag}`, 403, auditOnly)).toContain('no resource type');
   });
 
   it('answers hostile input with a 4xx OperationOutcome', async () => {
