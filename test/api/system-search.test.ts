@@ -246,6 +246,20 @@ describe.each(testDatabases())('system-level search on $name', (database) => {
     expect(refs(injection.json() as Bundle)).toEqual([]);
     // The table is still there.
     expect(refs(await search(`?_type=Patient&_tag=${tag}`))).toEqual([ref.pat1, ref.pat2]);
+    // A JSON body instead of a form: values that are not text are refused, at system and type level.
+    for (const url of [`${t.fhir}/_search`, `${t.fhir}/Patient/_search`]) {
+      for (const payload of [{ _type: { a: 1 } }, { _filter: ['name eq x', { y: 1 }] }, { _id: null }]) {
+        const res = await t.request({
+          method: 'POST',
+          url,
+          token: a.adminToken,
+          headers: { 'content-type': 'application/fhir+json' },
+          payload: JSON.stringify(payload),
+        });
+        expect(res.statusCode, `${url} ${JSON.stringify(payload)}: ${res.body}`).toBe(400);
+        expect((res.json() as Outcome).resourceType).toBe('OperationOutcome');
+      }
+    }
     await refused('?_type=Patient&_cursor=garbage', 400);
     await refused('?_type=Patient&_count=abc', 400);
   });

@@ -95,9 +95,18 @@ function withForm(req: FastifyRequest): Query {
     );
   }
   const query: Query = { ...(req.query as Query) };
-  for (const [k, v] of Object.entries(form)) {
+  for (const [k, raw] of Object.entries(form as Record<string, unknown>)) {
+    // A form gives strings; a JSON body given instead may hold anything else.
+    const v = [raw].flat().map((x) => {
+      if (typeof x === 'string' || typeof x === 'number' || typeof x === 'boolean') return String(x);
+      throw new FhirError(
+        'invalid',
+        `POST _search: parameter '${k.slice(0, 64)}' is not text`,
+        'rest.search-value',
+      );
+    });
     const prev = query[k];
-    query[k] = prev === undefined ? v : [...[prev].flat(), ...[v].flat()];
+    query[k] = prev === undefined ? (v.length === 1 ? (v[0] as string) : v) : [...[prev].flat(), ...v];
   }
   return query;
 }
