@@ -335,7 +335,10 @@ describe.each(testDatabases())('FHIR XML on $name', (database) => {
       expect.stringMatching(/^application\/xml/),
       doc,
     ]);
-    const resource = xmlBody(await req('GET', `Binary/${id}`, { accept: XML })) as {
+    // Streamed from the file store into the XML, with its length known beforehand.
+    const streamed = await req('GET', `Binary/${id}`, { accept: XML });
+    expect(Number(streamed.headers['content-length'])).toBe(Buffer.byteLength(streamed.body));
+    const resource = xmlBody(streamed) as {
       contentType: string;
       data: string;
     };
