@@ -13,6 +13,13 @@ import { responseFormat } from './format.js';
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 export const FHIR_XML = 'application/fhir+xml; charset=utf-8';
 
+/** A FHIR answer's representation depends on Accept (format.ts): caches must know (RFC 9110 §12.5.5). */
+function varyAccept(reply: FastifyReply): void {
+  const vary = reply.getHeader('vary');
+  if (vary === undefined) reply.header('vary', 'Accept');
+  else if (!/(^|,)\s*accept\s*(,|$)/i.test(String(vary))) reply.header('vary', `${String(vary)}, Accept`);
+}
+
 const isResource = (v: unknown): v is Record<string, unknown> =>
   v !== null && typeof v === 'object' && typeof (v as { resourceType?: unknown }).resourceType === 'string';
 
@@ -32,6 +39,7 @@ export function sendResult(reply: FastifyReply, result: FhirResult, fhirBase: st
     reply.header('x-content-type-options', 'nosniff').header('content-security-policy', 'sandbox');
     return reply.type(result.body.contentType).send(result.body.data);
   }
+  varyAccept(reply);
   if (result.body instanceof StreamedJson) {
     if (responseFormat(reply.request) === 'xml') return sendStreamedXml(reply, result.body);
     return reply.type(FHIR_JSON).header('content-length', result.body.length).send(result.body.open());
@@ -42,6 +50,7 @@ export function sendResult(reply: FastifyReply, result: FhirResult, fhirBase: st
 
 /** FHIR JSON text (e.g. as stored) as it is, or as XML when the request asks for XML. */
 export function sendJsonText(reply: FastifyReply, text: string, value?: unknown): FastifyReply {
+  varyAccept(reply);
   if (responseFormat(reply.request) === 'xml') {
     const parsed = value ?? parseJson(text);
     if (isResource(parsed)) return reply.type(FHIR_XML).send(toXml(parsed));
@@ -95,6 +104,7 @@ export function sendOAuthError(reply: FastifyReply, err: OAuthError): FastifyRep
 
 export function sendOutcome(reply: FastifyReply, status: number, body: OperationOutcome): FastifyReply {
   reply.code(status);
+  varyAccept(reply);
   if (responseFormat(reply.request) === 'xml') return reply.type(FHIR_XML).send(toXml(body));
   return reply.type(FHIR_JSON).send(JSON.stringify(body));
 }

@@ -100,6 +100,7 @@ describe.each(testDatabases())('FHIR XML on $name', (database) => {
     expect(asXml.body).toContain('<value value="70.50"/>');
     expect(asXml.body).toContain('<div xmlns="http://www.w3.org/1999/xhtml"><p>Weight 70.50 kg</p></div>');
     expect(asXml.headers.etag).toBe(a.headers.etag);
+    expect(String(asXml.headers.vary)).toMatch(/Accept/);
     const back = xmlBody(asXml);
     expect(back).toEqual(a.json());
     expect(stringifyJson(back)).toContain('"value":70.50');
