@@ -155,6 +155,14 @@ describe.each(testDatabases())('FHIR XML on $name', (database) => {
       entry: unknown[];
     };
     expect([hist.type, hist.entry.length]).toEqual(['history', 1]);
+    // Cinder's own resource types (Medplum's definitions) carry every element through XML too.
+    for (const type of ['Project', 'ProjectMembership', 'ClientApplication']) {
+      const json = await req('GET', type);
+      const xml = await req('GET', type, { accept: XML });
+      expect((json.json() as { total: number }).total).toBeGreaterThan(0);
+      // Each search answer has its own Bundle id.
+      expect({ ...xmlBody(xml), id: 'b' }).toEqual({ ...json.json(), id: 'b' });
+    }
     const meta = await t.request({ method: 'GET', url: `${t.fhir}/metadata`, headers: { accept: XML } });
     const statement = xmlBody(meta) as { resourceType: string; format: string[]; fhirVersion: string };
     expect(statement.resourceType).toBe('CapabilityStatement');
