@@ -235,13 +235,18 @@ describe.each(testDatabases())('FHIR XML on $name', (database) => {
     expect(bBody.type).toBe('batch-response');
     expect(bBody.entry.map((e) => e.response.status.slice(0, 3))).toEqual(['200', '404']);
 
-    const validate = await req('POST', 'Patient/$validate', {
-      body: `<Patient ${F}><birthDate value="not-a-date"/></Patient>`,
-      accept: XML,
-    });
-    const [status, code] = xmlOutcome(validate);
-    expect(status).toBeLessThan(500);
-    expect(code).not.toBe('');
+    // $validate of an XML resource and of XML Parameters holding it: the same issues as for JSON.
+    const invalidPatient = `<Patient ${F}><gender value="x-unknown"/><birthDate value="not-a-date"/></Patient>`;
+    for (const body of [
+      invalidPatient,
+      `<Parameters ${F}><parameter><name value="resource"/><resource>${invalidPatient.replace(` ${F}`, '')}</resource></parameter></Parameters>`,
+    ]) {
+      const validate = await req('POST', 'Patient/$validate', { body, accept: XML });
+      expect(validate.statusCode, validate.body).toBe(200);
+      const oo = xmlBody(validate) as { issue: { severity: string; expression?: string[] }[] };
+      expect(oo.issue.every((i) => i.severity === 'error')).toBe(true);
+      expect(oo.issue.flatMap((i) => i.expression ?? [])).toContain('Patient.birthDate');
+    }
   });
 
   it('honours Prefer: return=OperationOutcome and answers errors (401, 403, 404, 415) in XML', async () => {
