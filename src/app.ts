@@ -281,6 +281,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         written: statistics.written,
         binaries: files,
         binaryMaxBytes: config.binaryMaxBytes,
+        fhirpathPatch: (resource, parameters) => csv.fhirpath.patch(resource, parameters),
       });
     },
     { prefix: '/fhir/R4' },

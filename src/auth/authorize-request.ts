@@ -9,6 +9,7 @@ import { S256_CHALLENGE } from './authorization-code.js';
 import { CLIENT_ID } from './client-credentials.js';
 import type { AuthDeps } from './deps.js';
 import type { OAuthErrorCode } from './oauth-error.js';
+import { findLaunch, launchHash } from './smart-launch.js';
 
 /** How long the sign-in form of one authorization request may be used (seconds). */
 export const AUTHORIZE_LIFETIME = 600;
@@ -23,6 +24,8 @@ export interface AuthorizeRequest {
   scope: string;
   codeChallenge: string;
   nonce?: string;
+  /** The hash of the EHR launch's `launch` value (smart-launch.ts), checked when the request came. */
+  launchHash?: string;
 }
 
 export type AuthorizeCheck =
@@ -117,7 +120,7 @@ async function trustedTarget(
 
 /** Checks an authorization request; `fhirBase` is the `aud` it must name (SMART App Launch: `aud` required). */
 export async function checkAuthorizeRequest(
-  deps: Pick<AuthDeps, 'db'>,
+  deps: Pick<AuthDeps, 'db' | 'clock'>,
   q: Query,
   fhirBase: string,
 ): Promise<AuthorizeCheck> {
@@ -150,6 +153,21 @@ export async function checkAuthorizeRequest(
     return fail('invalid_request', 'code_challenge must be the base64url SHA-256 of the code verifier');
   }
   if (!v.scope || v.scope.trim() === '') return fail('invalid_scope', 'scope is required');
+  // SMART EHR launch (API.md §11): the launch must be this client's, unused and unexpired; used up at code issue.
+  const launch = single(q, 'launch');
+  if (launch === null) return fail('invalid_request', 'launch must be given once');
+  let hash: string | undefined;
+  if (launch !== undefined) {
+    if (!v.scope.split(/\s+/).includes('launch'))
+      return fail('invalid_request', 'The launch parameter needs the scope launch');
+    hash = launchHash(launch);
+    if (launch.length > 512 || !(await findLaunch(deps.db, deps, hash, target.clientId))) {
+      return fail(
+        'invalid_request',
+        'The launch is unknown, expired, already used or not for this application',
+      );
+    }
+  }
   const request: AuthorizeRequest = {
     clientId: target.clientId,
     redirectUri: target.redirectUri,
@@ -158,6 +176,7 @@ export async function checkAuthorizeRequest(
     scope: v.scope,
     codeChallenge: v.code_challenge,
     ...(v.nonce ? { nonce: v.nonce } : {}),
+    ...(hash !== undefined ? { launchHash: hash } : {}),
   };
   return { kind: 'ok', request, clientName: target.client.name };
 }
@@ -167,6 +186,8 @@ export interface PendingAuthorization extends AuthorizeRequest {
   idHash: string;
   clientName: string;
   userId?: string;
+  /** The membership chosen, while its user picks the patient of a standalone `launch/patient` (patient-picker.ts). */
+  membershipId?: string;
 }
 
 /** Stores a checked request; answers the transaction id (for the form) and a new browser secret (for a cookie). */
@@ -181,7 +202,8 @@ export async function startTransaction(
   await db.query('DELETE FROM authorize_requests WHERE expires_at < $1', [new Date(now - 3600_000)]);
   await db.query(
     `INSERT INTO authorize_requests (id_hash, browser_hash, client_id, client_name, redirect_uri, redirect_uri_sent,
-       state, scope, code_challenge, nonce, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+       state, scope, code_challenge, nonce, expires_at, launch_hash)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
     [
       sha256(id),
       sha256(browser),
@@ -194,6 +216,7 @@ export async function startTransaction(
       r.codeChallenge,
       r.nonce ?? null,
       new Date(now + AUTHORIZE_LIFETIME * 1000),
+      r.launchHash ?? null,
     ],
   );
   return { id, browser };
@@ -210,6 +233,8 @@ interface PendingRow {
   code_challenge: string;
   nonce: string | null;
   user_id: string | null;
+  launch_hash: string | null;
+  membership_id: string | null;
 }
 
 /**
@@ -269,7 +294,8 @@ export async function setUpstream(
 }
 
 const PENDING_COLUMNS =
-  'id_hash, client_id, client_name, redirect_uri, redirect_uri_sent, state, scope, code_challenge, nonce, user_id';
+  'id_hash, client_id, client_name, redirect_uri, redirect_uri_sent, state, scope, code_challenge, nonce, user_id, ' +
+  'launch_hash, membership_id';
 
 function pendingOf(row: PendingRow): PendingAuthorization {
   return {
@@ -283,6 +309,8 @@ function pendingOf(row: PendingRow): PendingAuthorization {
     codeChallenge: row.code_challenge,
     ...(row.nonce !== null ? { nonce: row.nonce } : {}),
     ...(row.user_id !== null ? { userId: row.user_id } : {}),
+    ...(row.launch_hash !== null ? { launchHash: row.launch_hash } : {}),
+    ...(row.membership_id !== null ? { membershipId: row.membership_id } : {}),
   };
 }
 
@@ -293,6 +321,20 @@ export async function setTransactionUser(
   userId: string,
 ): Promise<void> {
   await db.query('UPDATE authorize_requests SET user_id = $2 WHERE id_hash = $1', [p.idHash, userId]);
+}
+
+/** Records the membership whose user now picks a patient (standalone `launch/patient`, patient-picker.ts). */
+export async function setTransactionMembership(
+  db: Queryable,
+  p: PendingAuthorization,
+  userId: string,
+  membershipId: string,
+): Promise<void> {
+  await db.query('UPDATE authorize_requests SET user_id = $2, membership_id = $3 WHERE id_hash = $1', [
+    p.idHash,
+    userId,
+    membershipId,
+  ]);
 }
 
 /** Uses the transaction up; false when another request already did (a double submit). */

@@ -14,6 +14,8 @@ export interface TokenResponse {
   id_token?: string;
   /** SMART App Launch launch context: the id of the Patient in context (`launch/patient`). */
   patient?: string;
+  /** The id of the Encounter in context (EHR launch, `launch` or `launch/encounter`). */
+  encounter?: string;
   /** RFC 8693 §2.2.1, token exchange only. */
   issued_token_type?: string;
 }

@@ -21,10 +21,17 @@ export interface Principal {
   external?: { exp: number; tokenHash: string };
   /** The SMART resource scopes of the token presented (smart-scopes.ts); absent: not limited by scopes. */
   scopes?: readonly ResourceScope[];
+  /** The launch context of the login (an EHR launch or the patient picker, API.md §11): a Patient id. */
+  launchPatient?: string;
+  /** The launch context's Encounter id (EHR launch). */
+  launchEncounter?: string;
 }
 
 export function actorOf(p: Principal): Actor {
-  const patient = p.scopes?.some((s) => s.patient) ? patientContext(p.profile) : undefined;
+  // The login's launch context, else the user's own Patient profile (standalone launch by a Patient user).
+  const patient = p.scopes?.some((s) => s.patient)
+    ? (p.launchPatient ?? patientContext(p.profile))
+    : undefined;
   return {
     projectId: p.projectId,
     projectAdmin: p.projectAdmin,
@@ -58,15 +65,18 @@ interface LoginRow {
   user_id: string | null;
   m_admin: string | null;
   p_super: string | null;
+  launch_patient: string | null;
+  launch_encounter: string | null;
 }
 
-const LOGIN_COLUMNS = 'id, membership_id, project_id, profile, client_id, user_id, auth_method, created_at';
+const LOGIN_COLUMNS =
+  'id, membership_id, project_id, profile, client_id, user_id, auth_method, created_at, launch_patient, launch_encounter';
 
 /** The principal of login rows `l` (a CTE with the `logins` columns) that still hold (login-rules.ts). */
 const principalSql = (source: string): string =>
   `WITH l AS (${source})
-   SELECT l.id, l.membership_id, l.project_id, l.profile, l.client_id, l.user_id,
-          m.content->>'admin' AS m_admin, p.content->>'superAdmin' AS p_super
+   SELECT l.id, l.membership_id, l.project_id, l.profile, l.client_id, l.user_id, l.launch_patient,
+          l.launch_encounter, m.content->>'admin' AS m_admin, p.content->>'superAdmin' AS p_super
    FROM l JOIN resources m ON m.resource_type = 'ProjectMembership' AND m.id = l.membership_id
      JOIN resources p ON p.resource_type = 'Project' AND p.id = m.project_id
    WHERE ${usableMembership('m', 'p')} AND ${loginHolds('l', 'm')}`;
@@ -74,7 +84,8 @@ const principalSql = (source: string): string =>
 const LOAD_SQL = principalSql(`SELECT ${LOGIN_COLUMNS} FROM logins WHERE id = $1 AND NOT revoked`);
 const CHECK_SQL = principalSql(
   `SELECT $1::text AS id, $2::text AS membership_id, $3::text AS project_id, $4::text AS profile,
-          $5::text AS client_id, $6::text AS user_id, $7::text AS auth_method, $8::timestamptz AS created_at`,
+          $5::text AS client_id, $6::text AS user_id, $7::text AS auth_method, $8::timestamptz AS created_at,
+          $9::text AS launch_patient, $10::text AS launch_encounter`,
 );
 
 function toPrincipal(row: LoginRow | undefined, sub: string): Principal | undefined {
@@ -89,6 +100,8 @@ function toPrincipal(row: LoginRow | undefined, sub: string): Principal | undefi
     sub,
     projectAdmin: row.m_admin === 'true',
     superAdmin: row.p_super === 'true',
+    ...(row.launch_patient ? { launchPatient: row.launch_patient } : {}),
+    ...(row.launch_encounter ? { launchEncounter: row.launch_encounter } : {}),
   };
 }
 
@@ -115,6 +128,8 @@ const loginArgs = (l: NewLogin, createdAt: Date): unknown[] => [
   l.userId ?? null,
   l.authMethod,
   createdAt,
+  l.launchPatient ?? null,
+  l.launchEncounter ?? null,
 ];
 
 /** Whether a login about to be created would hold (the same rules as loadPrincipal), checked before it is stored. */
@@ -131,13 +146,16 @@ export interface NewLogin {
   clientId?: string;
   userId?: string;
   authMethod: 'client_credentials' | 'password' | 'external' | 'token-exchange';
+  /** The launch context (API.md §11): the patient and encounter an EHR launch or the patient picker gave. */
+  launchPatient?: string;
+  launchEncounter?: string;
 }
 
 /** Stores a login; `createdAt` is the app's clock, the clock resource versions are stamped with (login-rules.ts). */
 export async function createLogin(db: Queryable, l: NewLogin, createdAt: Date): Promise<void> {
   await db.query(
-    `INSERT INTO logins (id, membership_id, project_id, profile, client_id, user_id, auth_method, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    `INSERT INTO logins (id, membership_id, project_id, profile, client_id, user_id, auth_method, created_at,
+       launch_patient, launch_encounter) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
     loginArgs(l, createdAt),
   );
 }

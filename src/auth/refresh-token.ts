@@ -49,7 +49,8 @@ export async function storeRefreshToken(
 
 /**
  * Access token, refresh token and ID Token of a user's login (the code flow's answer, API.md §2): the ID Token when
- * `openid` was granted, and the SMART launch context `patient` when `launch/patient` was (the user's own Patient).
+ * `openid` was granted, and the SMART launch context: `patient` when `launch` or `launch/patient` was (the login's
+ * launch patient, else the user's own Patient), `encounter` when `launch` or `launch/encounter` was.
  */
 export async function userTokenResponse(
   deps: AuthDeps,
@@ -70,7 +71,13 @@ export async function userTokenResponse(
     { sub, scope: grant.scope },
   );
   const granted = scopes(grant.scope);
-  const patient = granted.includes('launch/patient') ? patientContext(principal.profile) : undefined;
+  // The login's launch context (EHR launch or patient picker, API.md §11), else a Patient user's own record.
+  const withLaunch = granted.includes('launch') || granted.includes('launch/patient');
+  const patient = withLaunch ? (principal.launchPatient ?? patientContext(principal.profile)) : undefined;
+  const encounter =
+    granted.includes('launch') || granted.includes('launch/encounter')
+      ? principal.launchEncounter
+      : undefined;
   const idToken = granted.includes('openid')
     ? await signIdToken({
         sub,
@@ -88,6 +95,7 @@ export async function userTokenResponse(
     ...(refreshToken !== undefined ? { refresh_token: refreshToken } : {}),
     ...(idToken !== undefined ? { id_token: idToken } : {}),
     ...(patient !== undefined ? { patient } : {}),
+    ...(encounter !== undefined ? { encounter } : {}),
   };
 }
 

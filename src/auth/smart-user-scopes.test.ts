@@ -24,6 +24,16 @@ describe('grantUserScope', () => {
       'user/ClientApplication.rs',
     ],
     [practitioner, 'openid fhirUser', 'openid fhirUser'],
+    [
+      { ...practitioner, launch: { patient: 'pat-9', encounter: 'enc-1', ehr: true } },
+      'launch launch/patient launch/encounter patient/*.rs',
+      'launch launch/patient launch/encounter patient/*.rs',
+    ],
+    [
+      { ...practitioner, launch: { patient: 'pat-9', ehr: false } },
+      'launch launch/patient launch/encounter patient/*.rs',
+      'launch/patient patient/*.rs',
+    ],
   ])('%o asks %s', (who, asked, granted) => expect(grantUserScope(who, asked)).toBe(granted));
 
   it('refuses when only unsupported resource scopes are asked (never an unlimited token)', () => {
@@ -33,7 +43,7 @@ describe('grantUserScope', () => {
   });
 
   it('refuses patient scopes without a patient in context', () => {
-    expect(() => grantUserScope(practitioner, 'launch/patient patient/*.rs')).toThrow(/Patient user/);
+    expect(() => grantUserScope(practitioner, 'launch/patient patient/*.rs')).toThrow(/patient in context/);
   });
 
   it('finds the patient in context only for Patient profiles', () => {

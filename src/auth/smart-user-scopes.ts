@@ -13,7 +13,9 @@ export const USER_SCOPES_SUPPORTED = [
   'profile',
   'email',
   'offline_access',
+  'launch',
   'launch/patient',
+  'launch/encounter',
 ];
 
 /** Examples of user and patient scopes (smart-configuration `scopes_supported`). */
@@ -31,6 +33,11 @@ export const USER_RESOURCE_SCOPES_SUPPORTED = [
 export interface UserGrantInput {
   actor: Actor;
   profile: string;
+  /**
+   * The launch context of this sign-in (API.md §11): an EHR launch's patient and encounter (`ehr`), or the patient
+   * chosen on the picker. Without it, the patient in context is the user's own Patient profile, if any.
+   */
+  launch?: { patient: string; encounter?: string; ehr: boolean };
 }
 
 /** The patient in context of a login, when there is one: the user's own Patient profile (standalone launch). */
@@ -39,19 +46,27 @@ export function patientContext(profile: string): string | undefined {
   return m?.[1];
 }
 
+/** Whether a launch scope can be granted with the context at hand. */
+function launchScopeHolds(text: string, input: UserGrantInput, hasPatient: boolean): boolean {
+  if (text === 'launch') return input.launch?.ehr === true;
+  if (text === 'launch/patient') return hasPatient;
+  if (text === 'launch/encounter') return input.launch?.encounter !== undefined;
+  return true;
+}
+
 /**
- * The granted `scope` for a requested one. `patient/` scopes and `launch/patient` need a patient in context, which
- * a standalone launch has only when the user's profile is a Patient (there is no patient picker): for other users
- * they are left out. Resource scopes asked for, none grantable: `invalid_scope`, so that an app asking to be limited
- * never leaves with a token carrying only its user's full rights.
+ * The granted `scope` for a requested one. `patient/` scopes and `launch/patient` need a patient in context: an EHR
+ * launch's, the one picked (API.md §11), or a Patient user's own; without one they are left out, as are `launch`
+ * without an EHR launch and `launch/encounter` without its encounter. Resource scopes asked for, none grantable:
+ * `invalid_scope`, so that an app asking to be limited never leaves with a token carrying only its user's full rights.
  */
 export function grantUserScope(input: UserGrantInput, requested: string): string {
-  const hasPatient = patientContext(input.profile) !== undefined;
+  const hasPatient = input.launch !== undefined || patientContext(input.profile) !== undefined;
   const asked = split(requested);
   const granted: string[] = [];
   for (const text of asked) {
     if (USER_SCOPES_SUPPORTED.includes(text)) {
-      if (text !== 'launch/patient' || hasPatient) granted.push(text);
+      if (launchScopeHolds(text, input, hasPatient)) granted.push(text);
       continue;
     }
     const parsed = parseResourceScope(text);
@@ -66,7 +81,7 @@ export function grantUserScope(input: UserGrantInput, requested: string): string
       'invalid_scope',
       hasPatient
         ? 'None of the requested resource scopes can be granted to this user'
-        : 'None of the requested resource scopes can be granted: patient scopes need a Patient user (no patient picker)',
+        : 'None of the requested resource scopes can be granted: patient scopes need a patient in context (launch or launch/patient)',
     );
   }
   return unique.join(' ');

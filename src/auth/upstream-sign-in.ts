@@ -187,7 +187,7 @@ export async function finishUpstream(
     const userRef = m.user_ref ?? '';
     const usable = (await activeMembershipsOfUser(deps.db, userRef, projectId)).find((x) => x.id === m.id);
     if (!userRef.startsWith('User/') || !usable) throw failed('the membership cannot be logged in through');
-    return await issueCode(deps, p, userRef.slice('User/'.length), usable);
+    return await issueCode(deps, p, userRef.slice('User/'.length), usable, { noPicker: true });
   } catch (err) {
     if (!(err instanceof ExchangeFailure)) throw err;
     return deny(err.reason, { host: new URL(provider.tokenUrl).host, ...err.detail });

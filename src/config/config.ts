@@ -158,8 +158,9 @@ export const configSchema = z
     /** Open connections one client address may hold; more are closed at once (0: no limit). */
     maxConnectionsPerClient: z.coerce.number().int().min(0).default(256),
     /**
-     * Milliseconds a `$csv` (or CSV export page) may spend in FHIRPath beyond the fast path; the worker thread that
-     * runs it is then stopped and the request answers 422 too-costly (the export job fails).
+     * Milliseconds a `$csv` (or CSV export page) may spend in FHIRPath beyond the fast path, and a FHIRPath Patch in
+     * its paths; the worker thread that runs it is then stopped and the request answers 422 too-costly (the export
+     * job fails).
      */
     fhirpathTimeout: z.coerce.number().int().min(100).max(600_000).default(10_000),
     /** PostgreSQL statement_timeout of request queries in milliseconds (0: none); beyond it the request answers 503. */

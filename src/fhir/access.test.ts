@@ -1,6 +1,6 @@
 // Binary securityContext rule of the access module: role × scopes × referenced type (HTTP cases: test/api/binary-access).
 import { describe, expect, it } from 'vitest';
-import { assertSecurityContextRead, patientReach, scopeReach, type Actor } from './access.js';
+import { assertLaunch, assertSecurityContextRead, patientReach, scopeReach, type Actor } from './access.js';
 import { FhirError } from './outcome.js';
 
 const member: Actor = { projectId: 'p', projectAdmin: false, superAdmin: false };
@@ -27,6 +27,32 @@ describe('assertSecurityContextRead', () => {
     [withPatient, { reference: 'Patient/1' }, true],
   ] as const)('%j reading under %j: %s', (actor, context, allowed) => {
     const run = (): void => assertSecurityContextRead(actor, context);
+    if (allowed) expect(run).not.toThrow();
+    else expect(run).toThrow(FhirError);
+  });
+});
+
+describe('assertLaunch (SMART EHR launch, API.md §11)', () => {
+  const superAdmin: Actor = { ...member, superAdmin: true };
+  const userReader: Actor = { ...member, scopes: [{ type: '*', permissions: 'rs' }] };
+  const patientScoped: Actor = {
+    ...member,
+    patient: 'p1',
+    scopes: [{ type: '*', permissions: 'rs', patient: true }],
+  };
+  it.each([
+    [admin, 'ClientApplication/c', true],
+    [superAdmin, 'Practitioner/1', true],
+    [member, 'Practitioner/1', true],
+    [userReader, 'Practitioner/1', true],
+    [member, 'Patient/1', false],
+    [member, 'ClientApplication/c', false],
+    [member, 'RelatedPerson/1', false],
+    [member, undefined, false],
+    [{ ...admin, scopes: [{ type: 'Observation', permissions: 'rs' }] }, 'ClientApplication/c', false],
+    [{ ...patientScoped, projectAdmin: true }, 'Practitioner/1', false],
+  ] as const)('%j as %s: %s', (actor, profile, allowed) => {
+    const run = (): void => assertLaunch(actor, profile);
     if (allowed) expect(run).not.toThrow();
     else expect(run).toThrow(FhirError);
   });

@@ -133,6 +133,28 @@ export function canRead(
   return true;
 }
 
+/**
+ * Who may start a SMART EHR launch (API.md §11, `ClientApplication/<id>/$launch`): a project admin (or super
+ * administrator), or a Practitioner user of the project (`profile` is the caller's). A token limited by SMART scopes
+ * also needs a `user/` or `system/` scope that reads Patient: the launch hands that patient on to another app.
+ */
+export function assertLaunch(actor: Actor, profile: string | undefined): void {
+  if (!actor.superAdmin && !actor.projectAdmin && !/^Practitioner\//.test(profile ?? '')) {
+    throw new FhirError(
+      'forbidden',
+      'Forbidden: starting a SMART launch needs a project administrator or a Practitioner user',
+      'access.launch',
+    );
+  }
+  if (scopeReach(actor, 'Patient', 'r') !== 'all') {
+    throw new FhirError(
+      'forbidden',
+      "Forbidden: the token's scope does not permit starting a SMART launch (it needs user/Patient.r)",
+      'access.launch-scope',
+    );
+  }
+}
+
 /** Whether `resourceType`/`id` is the actor's own ProjectMembership. */
 function ownMembership(actor: Actor, resourceType: string, id: string | undefined): boolean {
   return resourceType === 'ProjectMembership' && id !== undefined && id === actor.membershipId;

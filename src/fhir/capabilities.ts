@@ -6,6 +6,7 @@ import { OPERATIONS } from './operations/index.js';
 import type { OperationDefinition } from './operations/operation.js';
 import { isIndexedComposite } from './search/extract-composite.js';
 import { searchParamsOf } from './search/registry.js';
+import { FULL_TEXT_PARAMS, supportsFullText } from './search/full-text.js';
 import { EXT, type ChannelType } from './subscriptions/model.js';
 
 const INTERACTIONS = [
@@ -19,6 +20,15 @@ const INTERACTIONS = [
   'create',
   'search-type',
 ];
+
+/** Conditional references (repository/conditional-references.ts, R4 http.html#trules). */
+const TRANSACTION_DOCUMENTATION =
+  'A reference written as a search (Type?params, e.g. Patient?identifier=sys|123) is replaced by the one resource ' +
+  "the search finds with the caller's access, after the deletes and the creates without such references; none or " +
+  'several answer 412 and nothing is stored.';
+const BATCH_DOCUMENTATION =
+  'Conditional references (Type?params) are resolved per entry; an entry whose search finds none or several fails ' +
+  'alone with 412.';
 
 /** What Binary does beyond the interactions every type has (src/http/routes/binary.ts). */
 const BINARY_DOCUMENTATION =
@@ -60,7 +70,7 @@ const appliesTo = (op: OperationDefinition, type: string): boolean =>
 const SECURITY_SERVICE = 'http://terminology.hl7.org/CodeSystem/restful-security-service';
 
 /**
- * SMART App Launch 2.x "Conformance": the token endpoint as the `oauth-uris` extension beside
+ * SMART App Launch 2.x "Conformance": the authorize and token endpoints as the `oauth-uris` extension beside
  * `.well-known/smart-configuration` (https://hl7.org/fhir/smart-app-launch/conformance.html). `{fhir}` is
  * `{base}fhir/R4` (API.md), so the OAuth endpoints lie under `{base}`.
  */
@@ -72,6 +82,8 @@ function securityOf(fhirBase: string): Record<string, unknown> {
       {
         url: 'http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris',
         extension: [
+          // The authorization endpoint, for apps that discover it here (EHR launch, API.md §11).
+          { url: 'authorize', valueUri: `${base}oauth2/authorize` },
           { url: 'token', valueUri: `${base}oauth2/token` },
           { url: 'revoke', valueUri: `${base}oauth2/revoke` },
         ],
@@ -83,6 +95,16 @@ function securityOf(fhirBase: string): Record<string, unknown> {
     ],
   };
 }
+
+/** `_text` and `_content` where they apply (search/full-text.ts), with R4's definitions. */
+const fullTextParams = (type: string): { name: string; type: 'string'; definition: string }[] =>
+  [...FULL_TEXT_PARAMS]
+    .filter((code) => supportsFullText(type, code))
+    .map((code) => ({
+      name: code,
+      type: 'string' as const,
+      definition: `http://hl7.org/fhir/SearchParameter/${code === '_text' ? 'DomainResource-text' : 'Resource-content'}`,
+    }));
 
 /** `Type:param` of every reference parameter of `type` (what `_include` takes). */
 const includesOf = (type: string): string[] =>
@@ -172,12 +194,16 @@ function baseStatement(fhirBase: string, now: Date): Record<string, unknown> {
     implementation: { description: 'Cinder FHIR R4 server', url: fhirBase },
     fhirVersion: '4.0.1',
     format: ['application/fhir+json', 'json', 'application/fhir+xml', 'xml'],
-    patchFormat: ['application/json-patch+json'],
+    patchFormat: ['application/json-patch+json', 'application/fhir+json'],
     rest: [
       {
         mode: 'server',
         security: securityOf(fhirBase),
-        interaction: [{ code: 'transaction' }, { code: 'batch' }, { code: 'history-system' }],
+        interaction: [
+          { code: 'transaction', documentation: TRANSACTION_DOCUMENTATION },
+          { code: 'batch', documentation: BATCH_DOCUMENTATION },
+          { code: 'history-system' },
+        ],
         operation: operations(fhirBase, (op) => op.level === 'system'),
         resource: resourceTypes().map((type) =>
           type === 'AuditEvent'
@@ -206,7 +232,8 @@ function baseStatement(fhirBase: string, now: Date): Record<string, unknown> {
                 searchRevInclude: ['*', ...(revIncludes().get(type) ?? [])],
                 searchParam: searchParamsOf(type)
                   .filter((p) => p.type !== 'special' && (p.type !== 'composite' || isIndexedComposite(p)))
-                  .map((p) => ({ name: p.code, type: p.type, ...(p.url ? { definition: p.url } : {}) })),
+                  .map((p) => ({ name: p.code, type: p.type, ...(p.url ? { definition: p.url } : {}) }))
+                  .concat(fullTextParams(type)),
                 operation: operations(fhirBase, (op) => appliesTo(op, type)),
               },
         ),

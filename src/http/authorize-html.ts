@@ -1,7 +1,8 @@
 // The pages of the browser authorization endpoint (RFC 6749 §4.1.1, SMART App Launch 2.x standalone launch,
-// https://hl7.org/fhir/smart-app-launch/app-launch.html): sign-in, membership chooser and error pages, server-rendered
-// HTML without scripts. Every value that reaches a page goes through `esc`.
+// https://hl7.org/fhir/smart-app-launch/app-launch.html): sign-in, membership chooser, patient picker and error
+// pages, server-rendered HTML without scripts. Every value that reaches a page goes through `esc`.
 import type { MembershipOption } from '../auth/authorize-login.js';
+import type { PatientOption } from '../auth/patient-picker.js';
 
 /** HTML text and attribute escaping (the five characters that can end a text node or a quoted attribute). */
 export function esc(text: string): string {
@@ -91,6 +92,48 @@ ${items}
 <button type="submit">Continue</button>
 <button type="submit" name="cancel" value="1">Cancel</button>
 </form>`,
+  );
+}
+
+export interface PatientPickerPage {
+  action: string;
+  transaction: string;
+  patients: PatientOption[];
+  search: string;
+  error?: string;
+}
+
+/** The patient picker of a standalone `launch/patient` (API.md §11): a name search and the patients it found. */
+export function patientPickerPage(p: PatientPickerPage): string {
+  const items = p.patients
+    .map(
+      (o, i) =>
+        `<label><input type="radio" name="patient" value="${esc(o.id)}"${i === 0 ? ' checked' : ''}> ${esc(o.label)}</label>`,
+    )
+    .join('\n');
+  const list = p.patients.length
+    ? `<form method="post" action="${esc(p.action)}">
+<input type="hidden" name="transaction" value="${esc(p.transaction)}">
+<input type="hidden" name="search" value="${esc(p.search)}">
+<fieldset><legend>Patients</legend>
+${items}
+</fieldset>
+<button type="submit" id="choose-patient">Continue with this patient</button>
+<button type="submit" name="cancel" value="1">Cancel</button>
+</form>`
+    : `<p id="no-patients">No patient found${p.search ? ` for “${esc(p.search)}”` : ''}.</p>`;
+  return page(
+    'Choose a patient',
+    `<h1>Choose a patient</h1>
+<p>The application asks for one patient's record.</p>
+${errorBlock(p.error)}
+<form method="post" action="${esc(p.action)}" role="search">
+<input type="hidden" name="transaction" value="${esc(p.transaction)}">
+<label for="search">Name</label>
+<input id="search" name="search" type="search" value="${esc(p.search)}">
+<button type="submit" name="find" value="1">Search</button>
+</form>
+${list}`,
   );
 }
 

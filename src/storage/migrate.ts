@@ -19,6 +19,8 @@ import * as m015 from './migrations/015-token-statistics.js';
 import * as m016 from './migrations/016-subscriptions.js';
 import * as m017 from './migrations/017-identifier-index.js';
 import * as m018 from './migrations/018-audit.js';
+import * as m019 from './migrations/019-full-text.js';
+import * as m021 from './migrations/021-smart-launch.js';
 
 export interface Migration {
   version: number;
@@ -45,6 +47,8 @@ export const MIGRATIONS: readonly Migration[] = [
   m016,
   m017,
   m018,
+  m019,
+  m021,
 ];
 
 const LOCK_KEY = 72_410_001;

@@ -85,7 +85,7 @@ const POLICY = {
   'POST ProjectMembership (B profile)':[...UNAUTH,                  403,    400,     400,       400,   403],
   'PUT ProjectMembership/:id (admin)': [...UNAUTH,                  403,    200,     404,       200,   403],
   'PATCH ProjectMembership/:id':       [...UNAUTH,                  403,    200,     404,       200,   403],
-  // A User (email, names) is for admins: a member reads neither its own nor another's (README "Security model").
+  // A User (email, names) is for admins: a member reads neither its own nor another's (docs/security.md).
   'GET User/:id':                      [...UNAUTH,                  403,    200,     404,       200,   403],
   'PUT User/:id':                      [...UNAUTH,                  403,    403,     403,       200,   403],
   'GET Login':                         [...UNAUTH,                  403,    200,     200,       200,   403],

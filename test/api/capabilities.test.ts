@@ -63,9 +63,23 @@ describe.each(testDatabases().slice(-1))('CapabilityStatement on $name', (databa
       for (const inc of r.searchRevInclude)
         expect(() => parseSearchRequest(r.type, { _revinclude: inc })).not.toThrow();
       // Special parameters (e.g. Location `near`) are not supported, and not listed.
-      for (const name of ['near', '_text', '_content', '_list', '_query', '_filter']) {
+      for (const name of ['near', '_list', '_query', '_filter']) {
         expect(r.searchParam.map((p) => p.name)).not.toContain(name);
       }
+      // Full text (API.md §11): `_content` on every type, `_text` on every type with a narrative; not on the audit
+      // trail, which has its own short list.
+      if (r.type === 'AuditEvent') continue;
+      expect(r.searchParam.map((p) => p.name)).toContain('_content');
+      if (r.type !== 'Bundle' && r.type !== 'Binary' && r.type !== 'Parameters')
+        expect(
+          r.searchParam.map((p) => p.name),
+          r.type,
+        ).toContain('_text');
+      else
+        expect(
+          r.searchParam.map((p) => p.name),
+          r.type,
+        ).not.toContain('_text');
     }
     expect(checked).toBeGreaterThan(1000);
     const obs = rest.resource.find((r) => r.type === 'Observation') as CsResource;

@@ -1,4 +1,4 @@
-// A member reads its own ProjectMembership and no other (issue 25, point 5; README "Security model"): memberships
+// A member reads its own ProjectMembership and no other (issue 25, point 5; docs/security.md): memberships
 // name users, admin flags and clients. Another membership answers 403, as every admin-only type does, whether it
 // exists or not; searches, includes, chains, history, $csv and $export leave the others out, and a member's token is
 // never granted ProjectMembership scopes.
@@ -57,7 +57,7 @@ describe.each(testDatabases())('a member reads only its own membership on $name'
   });
   afterAll(async () => t?.close());
 
-  it('reads no User (email, names) of its project: the README says members cannot', async () => {
+  it('reads no User (email, names) of its project: docs/security.md says members cannot', async () => {
     for (const url of [
       `User/${patientUser}`,
       'User',

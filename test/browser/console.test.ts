@@ -231,6 +231,7 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
       await nav('Applications', 'Applications');
       await page.getByLabel('Name', { exact: true }).fill('Warehouse');
       await page.getByLabel('Redirect URI').fill('https://warehouse.example/cb');
+      await page.getByLabel('Launch URI').fill('https://warehouse.example/launch');
       await page.getByLabel('Membership').selectOption('member');
       await page.getByRole('button', { name: 'Create application' }).click();
       const secret = page.locator('code.secret');
@@ -243,6 +244,31 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
       await page.reload();
       await page.getByRole('heading', { level: 1, name: 'Applications' }).waitFor();
       expect(await page.locator('code.secret').count()).toBe(0);
+    });
+
+    it('starts a SMART EHR launch of an application for a patient, and shows the server refusing an unknown one', async () => {
+      const found = await api('GET', `${t.fhir}/Patient?name=Smith&_count=1`);
+      const patientId =
+        (found.json() as { entry: { resource: { id: string } }[] }).entry[0]?.resource.id ?? '';
+      const form = page.locator('form[aria-labelledby="launch-title"]');
+      await form.getByLabel('Application').selectOption({ label: 'Warehouse' });
+      await form.getByLabel('Patient id').fill(`Patient/${patientId}`);
+      await form.getByRole('button', { name: 'Launch', exact: true }).click();
+      const link = page.locator('#launch-link');
+      await link.waitFor();
+      const href = new URL((await link.getAttribute('href')) ?? '');
+      expect(`${href.origin}${href.pathname}`).toBe('https://warehouse.example/launch');
+      expect(href.searchParams.get('iss')).toBe(`${base}fhir/R4`);
+      expect(href.searchParams.get('launch')).toMatch(/^[A-Za-z0-9_-]{32,}$/);
+      expect(await link.getAttribute('rel')).toBe('noopener noreferrer');
+      await checkPage('console-applications-launch');
+      await form.getByLabel('Patient id').fill('no-such-patient');
+      await form.getByRole('button', { name: 'Launch', exact: true }).click();
+      await form
+        .getByRole('alert')
+        .filter({ hasText: /not found/i })
+        .waitFor();
+      expect(await page.locator('#launch-link').count()).toBe(0);
     });
 
     it('starts an export, shows its progress and cancels it (200), then shows the 400 of a completed job', async () => {

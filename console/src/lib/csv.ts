@@ -1,4 +1,4 @@
-// What the CSV builder sends and shows: the `$csv` and CSV bulk export query strings (API.md §6, README "CSV
+// What the CSV builder sends and shows: the `$csv` and CSV bulk export query strings (API.md §6, docs/api-tour.md "CSV
 // export"), and an RFC 4180 reader for the preview table.
 
 export interface Filter {

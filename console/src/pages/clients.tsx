@@ -1,5 +1,6 @@
-// ClientApplications of the project: the list, and a new one (name, redirectUri, jwksUri, identityProvider) whose
-// generated secret is shown once, optionally with its ProjectMembership so it can log in (API.md §2, §3).
+// ClientApplications of the project: the list, and a new one (name, redirectUri, launchUri, jwksUri, identityProvider)
+// whose generated secret is shown once, optionally with its ProjectMembership so it can log in (API.md §2, §3); and a
+// SMART EHR launch of one of them for a patient (`ClientApplication/<id>/$launch`, API.md §11).
 import { useEffect, useState } from 'preact/hooks';
 import type { PageProps } from '../app.js';
 import { entries, type Bundle, type Resource } from '../lib/fhir.js';
@@ -9,6 +10,7 @@ interface ClientApplication extends Resource {
   name?: string;
   secret?: string;
   redirectUri?: string;
+  launchUri?: string;
   jwksUri?: string;
   status?: string;
   identityProvider?: { authorizeUrl?: string; tokenUrl?: string; userInfoUrl?: string; clientId?: string };
@@ -17,6 +19,7 @@ interface ClientApplication extends Resource {
 const EMPTY = {
   name: '',
   redirectUri: '',
+  launchUri: '',
   jwksUri: '',
   idpAuthorizeUrl: '',
   idpTokenUrl: '',
@@ -54,6 +57,7 @@ function CreateClient({ api, me, projectId, onCreated }: PageProps & { onCreated
       ...(me.project.superAdmin ? { meta: { project: projectId } } : {}),
       name: form.name.trim(),
       ...(form.redirectUri.trim() ? { redirectUri: form.redirectUri.trim() } : {}),
+      ...(form.launchUri.trim() ? { launchUri: form.launchUri.trim() } : {}),
       ...(form.jwksUri.trim() ? { jwksUri: form.jwksUri.trim() } : {}),
       ...idp,
     };
@@ -103,6 +107,9 @@ function CreateClient({ api, me, projectId, onCreated }: PageProps & { onCreated
         </Field>
         <Field label="Redirect URI" hint="For browser apps (authorization code flow), compared exactly">
           {input('redirectUri', 'url')}
+        </Field>
+        <Field label="Launch URI" hint="For SMART EHR launch: the app's launch page">
+          {input('launchUri', 'url')}
         </Field>
         <Field label="JWKS URI" hint="For SMART Backend Services (signed assertions)">
           {input('jwksUri', 'url')}
@@ -162,6 +169,76 @@ function CreateClient({ api, me, projectId, onCreated }: PageProps & { onCreated
   );
 }
 
+/** A SMART EHR launch (API.md §11): the app's launch page opened with `iss` and a one-time `launch` for a patient. */
+function LaunchClient({ api, clients }: PageProps & { clients: ClientApplication[] }) {
+  const launchable = clients.filter((c) => c.launchUri);
+  const [client, setClient] = useState('');
+  const [patient, setPatient] = useState('');
+  const [error, setError] = useState<string>();
+  const [url, setUrl] = useState<string>();
+  if (launchable.length === 0) return null;
+  const chosen = client || (launchable[0]?.id ?? '');
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setError(undefined);
+    setUrl(undefined);
+    const id = patient.trim().replace(/^Patient\//, '');
+    try {
+      const r = await api.request<{ parameter?: { name: string; valueUrl?: string }[] }>(
+        `ClientApplication/${encodeURIComponent(chosen)}/$launch`,
+        {
+          method: 'POST',
+          json: {
+            resourceType: 'Parameters',
+            parameter: [{ name: 'patient', valueReference: { reference: `Patient/${id}` } }],
+          },
+        },
+      );
+      const launchUrl = r.body.parameter?.find((p) => p.name === 'launch-url')?.valueUrl;
+      if (!launchUrl || !/^https?:/i.test(launchUrl)) throw new Error('The server answered no launch URL');
+      setUrl(launchUrl);
+    } catch (err) {
+      setError(message(err));
+    }
+  };
+
+  return (
+    <form class="card" onSubmit={(e) => void submit(e)} aria-labelledby="launch-title">
+      <h2 id="launch-title">Launch an application</h2>
+      <div class="grid">
+        <Field label="Application">
+          {(id) => (
+            <select id={id} value={chosen} onChange={(e) => setClient(e.currentTarget.value)}>
+              {launchable.map((c) => (
+                <option value={c.id}>{c.name ?? c.id}</option>
+              ))}
+            </select>
+          )}
+        </Field>
+        <Field label="Patient id" hint="The patient in context; the launch is valid 5 minutes, once">
+          {(id) => (
+            <input id={id} required value={patient} onInput={(e) => setPatient(e.currentTarget.value)} />
+          )}
+        </Field>
+      </div>
+      <ErrorBox error={error} />
+      {url ? (
+        <Notice kind="ok">
+          <p>
+            <a href={url} target="_blank" rel="noopener noreferrer" id="launch-link">
+              Open the application
+            </a>
+          </p>
+        </Notice>
+      ) : null}
+      <button class="primary" type="submit">
+        Launch
+      </button>
+    </form>
+  );
+}
+
 export function ClientsPage(props: PageProps) {
   const { api, projectId, me } = props;
   const [clients, setClients] = useState<ClientApplication[]>([]);
@@ -216,6 +293,7 @@ export function ClientsPage(props: PageProps) {
         {clients.length === 0 && !error ? <p>No applications.</p> : null}
       </div>
       <CreateClient {...props} onCreated={() => setReload(reload + 1)} />
+      <LaunchClient {...props} clients={clients} />
       {me.project.superAdmin ? (
         <div class="card">
           <h2>External identity providers</h2>

@@ -28,6 +28,11 @@ export interface FhirpathPool {
   checkView(view: unknown): Promise<ViewColumnInfo[]>;
   /** The rows of a ViewDefinition over resources (stored JSON text); 422 too-costly beyond the deadline. */
   viewRows(view: unknown, jsons: readonly string[]): Promise<Row[]>;
+  /**
+   * Applies a FHIRPath Patch (Parameters, JSON text) to a resource (JSON text) and returns the patched resource's
+   * text; its FhirErrors (400, 413, 422) come back as they are, and 422 too-costly beyond the deadline.
+   */
+  patch(resource: string, parameters: string): Promise<string>;
   /** Terminates the workers; tasks still waiting fail. */
   close(): Promise<void>;
 }
@@ -70,21 +75,29 @@ interface Slot {
 }
 
 const tooCostly = (task: WorkerTask, why: string): FhirError =>
-  task.kind === 'view-check' || task.kind === 'view-rows'
-    ? new FhirError(
-        'too-costly',
-        `The ViewDefinition's FHIRPath is too costly: ${why}`,
-        'views.fhirpath-too-costly',
-      )
-    : new FhirError('too-costly', `The _fields FHIRPath is too costly: ${why}`, 'csv.fhirpath-too-costly');
+  task.kind === 'fhirpath-patch'
+    ? new FhirError('too-costly', `The FHIRPath Patch is too costly: ${why}`, 'fhirpatch.too-costly')
+    : task.kind === 'view-check' || task.kind === 'view-rows'
+      ? new FhirError(
+          'too-costly',
+          `The ViewDefinition's FHIRPath is too costly: ${why}`,
+          'views.fhirpath-too-costly',
+        )
+      : new FhirError('too-costly', `The _fields FHIRPath is too costly: ${why}`, 'csv.fhirpath-too-costly');
 
 /** A task whose data the structured clone of `postMessage` refused: too deep, too large, or not plain data. */
 const unsendable = (task: WorkerTask, err: unknown): FhirError =>
-  new FhirError(
-    'too-costly',
-    `The ${task.kind === 'view-check' || task.kind === 'view-rows' ? 'ViewDefinition' : '_fields request'} cannot be passed to the FHIRPath worker: ${String((err as Error)?.message ?? err).slice(0, 200)}`,
-    task.kind === 'view-check' || task.kind === 'view-rows' ? 'views.unsendable' : 'csv.unsendable',
-  );
+  task.kind === 'fhirpath-patch'
+    ? new FhirError(
+        'too-costly',
+        `The FHIRPath Patch cannot be passed to the FHIRPath worker: ${String((err as Error)?.message ?? err).slice(0, 200)}`,
+        'fhirpatch.unsendable',
+      )
+    : new FhirError(
+        'too-costly',
+        `The ${task.kind === 'view-check' || task.kind === 'view-rows' ? 'ViewDefinition' : '_fields request'} cannot be passed to the FHIRPath worker: ${String((err as Error)?.message ?? err).slice(0, 200)}`,
+        task.kind === 'view-check' || task.kind === 'view-rows' ? 'views.unsendable' : 'csv.unsendable',
+      );
 
 // Nothing a worker, its messages or this pool do may reach the process as an uncaught exception or an unhandled
 // rejection (issue 25 point 1: a deep view once made `postMessage` throw inside the worker's 'message' handler,
@@ -269,6 +282,10 @@ export function createFhirpathPool(opts: FhirpathPoolOptions): FhirpathPool {
       const reply = await run({ kind: 'view-rows', view, jsons: [...jsons] });
       const result = (reply as { result?: { rows: Row[]; texts: [number, string, string][] } }).result;
       return result ? restoreDecimalTexts(result.rows, result.texts) : [];
+    },
+    async patch(resource, parameters) {
+      const reply = await run({ kind: 'fhirpath-patch', resource, parameters });
+      return (reply as { result: string }).result;
     },
     async close() {
       closed = true;

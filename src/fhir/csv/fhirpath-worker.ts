@@ -6,13 +6,20 @@ import { parentPort } from 'node:worker_threads';
 import { FhirError, type IssueCode } from '../outcome.js';
 import { checkView, viewRows } from '../views/worker-tasks.js';
 import { checkColumns, evaluateRows, InvalidEntry, type SlowColumn } from './fhirpath-eval.js';
+import { parseJson } from '../json/parse.js';
+import { stringifyJson } from '../json/stringify.js';
+import { applyFhirpathPatch } from '../patch/fhirpath-patch.js';
 
-/** `check`/`rows`: `$csv` `_fields` entries. `view-check`/`view-rows`: a ViewDefinition (views/worker-tasks.ts). */
+/**
+ * `check`/`rows`: `$csv` `_fields` entries. `view-check`/`view-rows`: a ViewDefinition (views/worker-tasks.ts).
+ * `fhirpath-patch`: a FHIRPath Patch applied to a resource (JSON texts, so that decimals keep their written form).
+ */
 export type WorkerTask =
   | { kind: 'check'; resourceType: string; columns: SlowColumn[] }
   | { kind: 'rows'; resourceType: string; columns: SlowColumn[]; jsons: string[] }
   | { kind: 'view-check'; view: unknown }
-  | { kind: 'view-rows'; view: unknown; jsons: string[] };
+  | { kind: 'view-rows'; view: unknown; jsons: string[] }
+  | { kind: 'fhirpath-patch'; resource: string; parameters: string };
 
 /** A FhirError thrown in the worker, sent as data and thrown again by the pool. */
 export interface SentFhirError {
@@ -38,6 +45,10 @@ function perform(task: WorkerTask): unknown {
       return checkView(task.view);
     case 'view-rows':
       return viewRows(task.view, task.jsons);
+    case 'fhirpath-patch':
+      return stringifyJson(
+        applyFhirpathPatch(parseJson(task.resource) as Record<string, unknown>, parseJson(task.parameters)),
+      );
   }
 }
 

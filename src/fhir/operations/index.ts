@@ -17,6 +17,7 @@ import { everythingOperation } from './everything.js';
 import { exportOperations } from './export.js';
 import { expungeOperation } from './expunge.js';
 import { getWsBindingTokenOperation } from './get-ws-binding-token.js';
+import { launchOperation } from './launch.js';
 import type { OperationDefinition } from './operation.js';
 import { reindexOperation } from './reindex.js';
 import { testNotificationOperation } from './test-notification.js';
@@ -47,6 +48,7 @@ export const OPERATIONS: readonly OperationDefinition[] = [
   subscriptionEventsOperation,
   getWsBindingTokenOperation,
   auditVerifyChainOperation,
+  launchOperation,
   // Terminology (API.md §9), each at type and instance level.
   valueSetExpandOperation,
   valueSetExpandInstanceOperation,

@@ -1,6 +1,7 @@
 // batch Bundles: every entry succeeds or fails on its own. https://hl7.org/fhir/R4/http.html#brules
 // Plain creates are prepared one by one and stored together in one database transaction (the common bulk
-// load); if that fails they are retried one at a time so that each gets its own outcome.
+// load); if that fails they are retried one at a time so that each gets its own outcome. Conditional references
+// (conditional-references.ts) are resolved per entry: an entry whose search finds none or several fails alone (412).
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../../storage/db.js';
 import { bundleToJson, type BundleEntryText } from '../bundle.js';
@@ -17,6 +18,7 @@ import {
   type ParsedEntry,
 } from './bundle-entry.js';
 import type { RepoContext } from './context.js';
+import { ConditionalReferences, hasConditionalReference } from './conditional-references.js';
 import { createdResult, createResource, storeCreates } from './create.js';
 import { storageErrorToFhir } from './storage-errors.js';
 import { prepareWrite, type PreparedWrite } from './prepare.js';
@@ -56,6 +58,7 @@ export async function processBatch(
   const group: { i: number; p: PreparedWrite; e: ParsedEntry }[] = [];
   for (const e of parsed) {
     if (!e || e.method !== 'POST' || e.action || e.ifNoneExist) continue;
+    if (hasConditionalReference(e.resource, ctx.fhirBase)) continue;
     try {
       group.push({ i: e.index, e, p: prepareWrite(ctx, e.resource as Resource, ctx.newId(), 1, now) });
     } catch (err) {
@@ -79,17 +82,18 @@ export async function processBatch(
       }
     }
   }
+  const refs = new ConditionalReferences(ctx);
   for (const e of parsed) {
     if (!e || out[e.index]) continue;
     try {
+      const resolve = (r: Resource): Promise<void> => refs.resolve(db, r);
+      if (e.resource && (e.method === 'PUT' || e.method === 'PATCH')) await resolve(e.resource);
       const r =
         e.method === 'POST'
-          ? await createResource(
-              db,
-              ctx,
-              e.resource as Resource,
-              e.ifNoneExist ? { ifNoneExist: e.ifNoneExist } : {},
-            )
+          ? await createResource(db, ctx, e.resource as Resource, {
+              ...(e.ifNoneExist ? { ifNoneExist: e.ifNoneExist } : {}),
+              ...(e.action ? {} : { beforeCreate: resolve }),
+            })
           : await db.transaction((tx) => runEntry(tx, ctx, e, budget));
       out[e.index] = resultEntry(r, ctx.fhirBase);
     } catch (err) {

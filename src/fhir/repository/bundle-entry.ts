@@ -103,9 +103,13 @@ export function parseEntry(raw: unknown, index: number, fhirBase: string): Parse
   return out;
 }
 
-/** A PATCH entry carries its JSON Patch as a Binary (R4 http.html#patch in a Bundle) or a plain array. */
+/**
+ * A PATCH entry carries its JSON Patch as a Binary (R4 http.html#patch in a Bundle), or a FHIRPath Patch as the
+ * Parameters resource itself (R4 fhirpatch.html).
+ */
 function patchOps(entry: ParsedEntry): unknown {
   const r = entry.resource as (Resource & { data?: string; contentType?: string }) | undefined;
+  if (r?.resourceType === 'Parameters') return r;
   if (r?.resourceType === 'Binary' && typeof r.data === 'string') {
     try {
       return parseJson(Buffer.from(r.data, 'base64').toString('utf8'));
@@ -115,7 +119,7 @@ function patchOps(entry: ParsedEntry): unknown {
   }
   throw bad(
     entry.index,
-    'PATCH needs a Binary resource with a JSON Patch (application/json-patch+json)',
+    'PATCH needs a Binary resource with a JSON Patch (application/json-patch+json) or a Parameters resource with a FHIRPath Patch',
     'bundle.entry-patch',
   );
 }

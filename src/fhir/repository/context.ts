@@ -47,6 +47,11 @@ export interface RepoContext {
    * stored in the same transaction (audit-writes.ts). Absent (bootstrap, jobs, auditing off): nothing is recorded.
    */
   audit?: AuditRecorder;
+  /**
+   * Applies a FHIRPath Patch (JSON texts of the resource and the Parameters) in the FHIRPath worker, with its deadline
+   * (patch.ts). Absent (bootstrap, jobs, tests of the repository alone): applied in-process.
+   */
+  fhirpathPatch?: (resource: string, parameters: string) => Promise<string>;
 }
 
 export function visible(ctx: Pick<RepoContext, 'scope'>, projectId: string): boolean {

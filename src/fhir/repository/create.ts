@@ -156,7 +156,7 @@ export async function createResource(
   db: Db,
   ctx: RepoContext,
   input: Resource,
-  opts: { ifNoneExist?: string } = {},
+  opts: { ifNoneExist?: string; beforeCreate?: (input: Resource) => Promise<void> } = {},
 ): Promise<FhirResult> {
   if (opts.ifNoneExist) {
     const found = await matchCondition(db, ctx, input.resourceType, opts.ifNoneExist);
@@ -173,6 +173,8 @@ export async function createResource(
     const hit = found[0];
     if (hit) return { status: 200, body: new RawJson(hit.json), location: `${hit.resourceType}/${hit.id}` };
   }
+  // A batch entry's conditional references (conditional-references.ts): resolved only when something is created.
+  await opts.beforeCreate?.(input);
   const prepared = prepareWrite(ctx, input, ctx.newId(), 1, ctx.clock());
   await storeCreates(db, ctx, [prepared]);
   return createdResult(prepared);

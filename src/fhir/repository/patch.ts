@@ -1,8 +1,10 @@
-// patch with JSON Patch (RFC 6902): https://hl7.org/fhir/R4/http.html#patch
+// patch with JSON Patch (RFC 6902) or FHIRPath Patch (a Parameters resource): https://hl7.org/fhir/R4/http.html#patch
 import jsonpatch from 'fast-json-patch';
 import type { Db, Queryable } from '../../storage/db.js';
 import { assertWrite } from '../access.js';
 import { parseJson } from '../json/parse.js';
+import { stringifyJson } from '../json/stringify.js';
+import { applyFhirpathPatch, isFhirpathPatch } from '../patch/fhirpath-patch.js';
 import { rawNumberText, setRawNumber } from '../json/raw-numbers.js';
 import { FhirError } from '../outcome.js';
 import type { FhirResult } from '../result.js';
@@ -23,8 +25,40 @@ export async function patchInTx(
   ifMatch?: string,
 ): Promise<FhirResult> {
   assertWrite(ctx.actor, resourceType, 'update');
+  // A Parameters resource is a FHIRPath Patch (https://hl7.org/fhir/R4/fhirpatch.html); anything else a JSON Patch.
+  const fhirpath = isFhirpathPatch(ops);
+  if (!fhirpath) assertJsonPatch(ops);
+  const row = await readVisibleRow(tx, ctx, resourceType, id, true);
+  if (!row) await assertNotShared(ctx, resourceType, id, 'patch');
+  if (!row) throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'rest.patch.not-found');
+  if (row.deleted) throw new FhirError('deleted', `Deleted: ${resourceType}/${id}`, 'rest.patch.gone');
+  assertVersion(row, ifMatch);
+  // A Binary is patched as clients see it: with its content as `data`.
+  const current =
+    resourceType === 'Binary' ? await binaryWithData(ctx, row) : (parseJson(row.json) as Resource);
+  const patched = fhirpath
+    ? await applyParameters(ctx, current, ops)
+    : applyJsonPatch(current, ops as jsonpatch.Operation[]);
+  if (
+    patched === null ||
+    typeof patched !== 'object' ||
+    patched.resourceType !== resourceType ||
+    patched.id !== id
+  ) {
+    throw new FhirError('invalid', 'A patch must not change resourceType or id', 'rest.patch.identity');
+  }
+  // A small value added deep inside the resource can make it deeper than the bound.
+  assertDepth(patched, MAX_RESOURCE_DEPTH, resourceType);
+  return writeNextVersion(tx, ctx, row, patched);
+}
+
+function assertJsonPatch(ops: unknown): asserts ops is jsonpatch.Operation[] {
   if (!Array.isArray(ops)) {
-    throw new FhirError('invalid', 'A JSON Patch body must be an array of operations', 'rest.patch.shape');
+    throw new FhirError(
+      'invalid',
+      'A PATCH body must be a JSON Patch (an array of operations) or a FHIRPath Patch (a Parameters resource)',
+      'rest.patch.shape',
+    );
   }
   // Before fast-json-patch walks the values (recursively): a value deeper than a resource may be is refused.
   // The operations array and an operation object add two levels; a value at the top of the resource adds one.
@@ -36,21 +70,16 @@ export async function patchInTx(
       'rest.patch.too-deep',
     );
   }
-  const row = await readVisibleRow(tx, ctx, resourceType, id, true);
-  if (!row) await assertNotShared(ctx, resourceType, id, 'patch');
-  if (!row) throw new FhirError('not-found', `Not found: ${resourceType}/${id}`, 'rest.patch.not-found');
-  if (row.deleted) throw new FhirError('deleted', `Deleted: ${resourceType}/${id}`, 'rest.patch.gone');
-  assertVersion(row, ifMatch);
-  // A Binary is patched as clients see it: with its content as `data`.
-  const current =
-    resourceType === 'Binary' ? await binaryWithData(ctx, row) : (parseJson(row.json) as Resource);
-  let patched: Resource;
+}
+
+function applyJsonPatch(current: Resource, ops: jsonpatch.Operation[]): Resource {
   try {
-    const err = jsonpatch.validate(ops as jsonpatch.Operation[], current);
+    const err = jsonpatch.validate(ops, current);
     if (err) throw err;
     // Applied in place on our own parsed copy: fast-json-patch's copy of the document would drop the number texts.
-    patched = jsonpatch.applyPatch(current, ops as jsonpatch.Operation[], true, true).newDocument;
-    for (const op of ops as jsonpatch.Operation[]) keepValueText(patched, op);
+    const patched = jsonpatch.applyPatch(current, ops, true, true).newDocument;
+    for (const op of ops) keepValueText(patched, op);
+    return patched;
   } catch (err) {
     const e = err as { name?: string; message?: string };
     const failedTest = e.name === 'TEST_OPERATION_FAILED';
@@ -61,17 +90,16 @@ export async function patchInTx(
       failedTest ? { status: 412 } : {},
     );
   }
-  if (
-    patched === null ||
-    typeof patched !== 'object' ||
-    patched.resourceType !== resourceType ||
-    patched.id !== id
-  ) {
-    throw new FhirError('invalid', 'JSON Patch must not change resourceType or id', 'rest.patch.identity');
-  }
-  // A small value added deep inside the resource can make it deeper than the bound.
-  assertDepth(patched, MAX_RESOURCE_DEPTH, resourceType);
-  return writeNextVersion(tx, ctx, row, patched);
+}
+
+/**
+ * A FHIRPath Patch runs in the FHIRPath worker (ctx.fhirpathPatch), whose deadline bounds a costly path; both travel
+ * as JSON text, so decimals keep their written form. Without a worker (repository tests) it runs here.
+ */
+async function applyParameters(ctx: RepoContext, current: Resource, parameters: unknown): Promise<Resource> {
+  if (!ctx.fhirpathPatch) return applyFhirpathPatch(current, parameters) as Resource;
+  const text = await ctx.fhirpathPatch(stringifyJson(current), stringifyJson(parameters));
+  return parseJson(text) as Resource;
 }
 
 /**

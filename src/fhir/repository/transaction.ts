@@ -1,5 +1,6 @@
 // transaction Bundles: all entries succeed or none is kept; `urn:uuid:` fullUrls become the new ids.
-// Processing order per https://hl7.org/fhir/R4/http.html#trules: DELETE, POST, PUT/PATCH, GET.
+// Processing order per https://hl7.org/fhir/R4/http.html#trules: DELETE, POST, PUT/PATCH, GET. Conditional references
+// (conditional-references.ts) are resolved after the deletes and the creates without such references are stored.
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../../storage/db.js';
 import { bundleToJson, type BundleEntryText } from '../bundle.js';
@@ -17,6 +18,7 @@ import {
 } from './bundle-entry.js';
 import type { RepoContext } from './context.js';
 import { conditionalUpdateTarget } from './conditional.js';
+import { ConditionalReferences, hasConditionalReference } from './conditional-references.js';
 import { commitCreates, createdResult, matchCondition } from './create.js';
 import { prepareWrite, type PreparedWrite } from './prepare.js';
 
@@ -78,6 +80,7 @@ export async function processTransaction(
       const budget = inlineBudget();
       const idMap = new Map<string, string>();
       const creates: { e: ParsedEntry; id: string }[] = [];
+      const refs = new ConditionalReferences(ctx);
       for (const e of entries) {
         if (e.method === 'POST' && !e.action) {
           if (e.ifNoneExist) {
@@ -98,6 +101,7 @@ export async function processTransaction(
             const hit = found[0];
             if (hit) {
               if (e.fullUrl) idMap.set(e.fullUrl, `${hit.resourceType}/${hit.id}`);
+              refs.alias(e.type, e.ifNoneExist, `${hit.resourceType}/${hit.id}`);
               out[e.index] = {
                 status: 200,
                 body: new RawJson(hit.json),
@@ -109,6 +113,8 @@ export async function processTransaction(
           const id = ctx.newId();
           creates.push({ e, id });
           if (e.fullUrl) idMap.set(e.fullUrl, `${e.type}/${id}`);
+          // A conditional reference with the same criteria names what this conditional create makes.
+          if (e.ifNoneExist) refs.alias(e.type, e.ifNoneExist, `${e.type}/${id}`);
         } else if (e.method === 'PUT' && e.condition) {
           // A conditional update is resolved first, so that references to its fullUrl name what it writes: the
           // matching resource, the body's id, or a new one (then an update as create).
@@ -124,6 +130,7 @@ export async function processTransaction(
           const id = target ?? ctx.newId();
           e.id = id;
           e.resource = { ...(e.resource as Resource), id };
+          refs.alias(e.type, e.condition, `${e.type}/${id}`);
           delete e.condition;
           if (e.fullUrl) idMap.set(e.fullUrl, `${e.type}/${id}`);
         } else if (e.method === 'PUT' && e.fullUrl) {
@@ -138,15 +145,29 @@ export async function processTransaction(
         });
       }
       const now = ctx.clock();
-      const prepared: PreparedWrite[] = creates.map(({ e, id }) => {
-        try {
-          return prepareWrite(ctx, e.resource as Resource, id, 1, now);
-        } catch (err) {
+      const store = async (batch: typeof creates): Promise<void> => {
+        const prepared: PreparedWrite[] = batch.map(({ e, id }) => {
+          try {
+            return prepareWrite(ctx, e.resource as Resource, id, 1, now);
+          } catch (err) {
+            throw inEntry(e, err);
+          }
+        });
+        await commitCreates(tx, ctx, prepared);
+        batch.forEach(({ e }, i) => (out[e.index] = createdResult(prepared[i] as PreparedWrite)));
+      };
+      // Creates without conditional references are stored first, so that the searches of the others see them.
+      const waits = creates.map(({ e }) => hasConditionalReference(e.resource, ctx.fhirBase));
+      const waiting = creates.filter((_, i) => waits[i]);
+      await store(creates.filter((_, i) => !waits[i]));
+      for (const e of sorted) {
+        // What the transaction writes: creates still waiting, updates and patches (a DELETE or a read has no body).
+        if (out[e.index] || e.action || !e.resource || !['POST', 'PUT', 'PATCH'].includes(e.method)) continue;
+        await refs.resolve(tx, e.resource).catch((err: unknown) => {
           throw inEntry(e, err);
-        }
-      });
-      await commitCreates(tx, ctx, prepared);
-      creates.forEach(({ e }, i) => (out[e.index] = createdResult(prepared[i] as PreparedWrite)));
+        });
+      }
+      if (waiting.length) await store(waiting);
       for (const e of sorted) {
         if (e.method === 'DELETE' || out[e.index]) continue;
         if (e.method === 'POST') {

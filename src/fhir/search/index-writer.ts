@@ -8,6 +8,7 @@ import { parseJson } from '../json/parse.js';
 import { extractAll } from './extract.js';
 import type { ExtractedValues } from './extract-composite.js';
 import type { IndexValue } from './normalise.js';
+import { fullTextWords } from './full-text.js';
 
 interface Table {
   name: string;
@@ -17,11 +18,16 @@ interface Table {
   /** Short JSON keys and their SQL types for json_to_recordset. */
   record: string;
   row: (rid: number, rt: string, code: string, v: never) => Record<string, unknown>;
+  /** The table has no `grp` column (composite groups are for the value tables only). */
+  noGroup?: boolean;
 }
+
+/** Kinds of index rows: one per IndexValue type, and the full-text words of a resource (full-text.ts). */
+type Kind = IndexValue['t'] | 'fulltext';
 
 const finite = (ms: number): number | string => (Number.isFinite(ms) ? ms : String(ms));
 
-const TABLES: Record<IndexValue['t'], Table> = {
+const TABLES: Record<Kind, Table> = {
   string: {
     name: 'sp_string',
     columns: 'rid, resource_type, code, value_norm, value_exact',
@@ -115,11 +121,22 @@ const TABLES: Record<IndexValue['t'], Table> = {
       tc: v.typeCode,
     }),
   },
+  fulltext: {
+    name: 'sp_text',
+    columns: 'rid, resource_type, narrative, content',
+    // Words arrive folded and separated by spaces; each part becomes a tsvector of those words as they are.
+    select:
+      "x.r, x.t, array_to_tsvector(string_to_array(nullif(x.n, ''), ' ')), " +
+      "array_to_tsvector(string_to_array(nullif(x.c, ''), ' '))",
+    record: 'r bigint, t text, n text, c text',
+    row: (r, t, _c, v: { narrative: string; content: string }) => ({ r, t, n: v.narrative, c: v.content }),
+    noGroup: true,
+  },
 };
 
 export const INDEX_TABLES = Object.values(TABLES).map((t) => t.name);
 
-type Rows = Map<IndexValue['t'], Record<string, unknown>[]>;
+type Rows = Map<Kind, Record<string, unknown>[]>;
 
 /**
  * A resource version to index. `index`: values beyond the built-in parameters' (a project's or a shared package's
@@ -147,6 +164,11 @@ function collectRows(items: readonly IndexItem[]): Rows {
         list.push(row);
       }
     }
+    const text = TABLES.fulltext.row(rid ?? 0, rt, '', fullTextWords(resource) as never);
+    if (rid === undefined) text.id = resource.id;
+    let list = rows.get('fulltext');
+    if (!list) rows.set('fulltext', (list = []));
+    list.push(text);
   }
   return rows;
 }
@@ -162,8 +184,8 @@ function insertParts(rows: Rows, params: unknown[], join?: string): string[] {
     params.push(JSON.stringify(list));
     // `grp` (composite components only, see extract-composite.ts) is null on every other row.
     const source = `json_to_recordset($${params.length}::json) AS x(${t.record}, g int${join ? ', id text' : ''})`;
-    const columns = `${t.columns}, grp`;
-    const select = `${t.select}, x.g`;
+    const columns = t.noGroup ? t.columns : `${t.columns}, grp`;
+    const select = t.noGroup ? t.select : `${t.select}, x.g`;
     parts.push(
       join
         ? `INSERT INTO ${t.name} (${columns}) SELECT ${select.replace('x.r,', 'k.rid,')} FROM ${source} JOIN ${join} k ON k.resource_type = x.t AND k.id = x.id`

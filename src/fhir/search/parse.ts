@@ -6,6 +6,7 @@ import { isResourceType } from './model.js';
 import { dateRange, decimalRange, indexKey, normaliseReference, referenceParts } from './normalise.js';
 import { getSearchParam as builtinParam, type SearchParamInfo } from './registry.js';
 import { isIndexedComposite } from './extract-composite.js';
+import { FULL_TEXT_PARAMS, parseFullText } from './full-text.js';
 import type {
   FilterValue,
   IncludeSpec,
@@ -359,6 +360,7 @@ function parseFilter(
   const colon = key.indexOf(':');
   const code = colon >= 0 ? key.slice(0, colon) : key;
   const modifier = colon >= 0 ? key.slice(colon + 1) : undefined;
+  if (FULL_TEXT_PARAMS.has(code)) return parseFullText(resourceType, key, value);
   const param = lookup(resourceType, code);
   if (isIndexedComposite(param) && modifier === undefined)
     return parseComposite(resourceType, param, key, value);

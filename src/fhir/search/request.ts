@@ -57,7 +57,9 @@ export type FilterValue =
    * composite (`code-value-quantity=http://loinc.org|8480-6$gt100`): one value per component, all met by the same
    * element; `code` is the component's index code (`code-value-quantity$1`, see extract.ts).
    */
-  | { kind: 'composite'; parts: { type: SearchParamType; code: string; value: FilterValue }[] };
+  | { kind: 'composite'; parts: { type: SearchParamType; code: string; value: FilterValue }[] }
+  /** `_text` / `_content`: a tsquery of quoted words built by full-text.ts (never text from the request as syntax). */
+  | { kind: 'fulltext'; query: string };
 
 export type Modifier =
   | 'exact'

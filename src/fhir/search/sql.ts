@@ -3,6 +3,7 @@
 import type { AccessScope } from '../types.js';
 import { FhirError } from '../outcome.js';
 import { normaliseString, uriAncestors, uriBelow } from './normalise.js';
+import { fullTextCondition, isFullTextFilter } from './full-text.js';
 import { patientCondition, referencedBy } from './patient-reach.js';
 import type { FilterValue, IncludeSpec, Prefix, SearchFilter, SearchRequest, SortKey } from './request.js';
 
@@ -156,7 +157,8 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
       return conds.length ? `(${conds.join(' AND ')})` : 'TRUE';
     }
     case 'text':
-      return `${x}.text_norm LIKE ${b.p(`${escapeLike(normaliseString(v.value))}%`)}`;
+      // A byte range, as strings: the sp_token_text index answers it (migration 019).
+      return startsWith(b, `${x}.text_norm`, normaliseString(v.value));
     case 'reference':
       return v.refs.length ? `${x}.ref = ANY(${b.p(v.refs, 'text[]')})` : 'FALSE';
     case 'reference-id':
@@ -212,6 +214,8 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
       );
     case 'composite':
       return 'FALSE'; // answered by compositeCondition
+    case 'fulltext':
+      return 'FALSE'; // answered by fullTextCondition
   }
 }
 
@@ -271,6 +275,7 @@ function filterCondition(
   scope: AccessScope,
 ): string {
   if (f.column) return columnCondition(f, a, b);
+  if (isFullTextFilter(f)) return fullTextCondition(resourceType, f, a, (v) => b.p(v));
   const table = tableOf(f);
   const x = b.alias('x');
   // Positive tests are `rid IN (uncorrelated subquery)` (planned a little faster than EXISTS); negative ones stay

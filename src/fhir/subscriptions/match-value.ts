@@ -196,6 +196,7 @@ export function valueTest(v: FilterValue, modifier: Modifier | undefined): Value
     case 'codes':
     case 'of-type':
     case 'identifier':
+    case 'fulltext':
       return () => false; // refused when criteria are compiled (match-search.ts)
   }
 }

@@ -17,8 +17,23 @@ interface Node {
   propName?: string | null;
 }
 
-/** The DecimalText of a fhirpath node that is a decimal element with a recorded text, else undefined. */
+// Values a view function computed with an exact text (a decimal boundary, `1.0` → `0.95`): value → text.
+const computedTexts = new WeakMap<object, string>();
+
+/** Records the exact text of a value a view function returns, which its cell then carries as written. */
+export function setComputedText(value: object, text: string): void {
+  computedTexts.set(value, text);
+}
+
+/**
+ * The DecimalText of a fhirpath node that is a decimal element with a recorded text, or of a value a view function
+ * computed with its text, else undefined.
+ */
 export function decimalTextOf(item: unknown): DecimalText | undefined {
+  if (item !== null && typeof item === 'object') {
+    const computed = computedTexts.get(item);
+    if (computed !== undefined) return new DecimalText(computed);
+  }
   const node = item as Node | null;
   if (!node || typeof node !== 'object' || node.fhirNodeDataType !== 'decimal' || !node.propName)
     return undefined;

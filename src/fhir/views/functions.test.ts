@@ -3,6 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import { compileView, type Row } from './compile.js';
 import { constantLiteral, substituteConstants } from './constants.js';
+import { parseJson } from '../json/parse.js';
+import { rawNumberText } from '../json/raw-numbers.js';
 
 const one = (
   resource: Record<string, unknown>,
@@ -99,6 +101,43 @@ describe('view functions', () => {
     const numberText = (holder: object, key: string): string | undefined =>
       holder === quantity && key === 'value' ? '1.0' : undefined;
     expect(compileView(view, { numberText }).rows(obs)).toEqual([{ low: 0.95 }]);
+  });
+
+  it("decimal boundaries: the written precision (fn_boundary), exact text, a precision argument's digits", () => {
+    const texts = (value: string, low: string, high: string): [string, string] => {
+      const obs = parseJson(
+        `{"resourceType":"Observation","id":"o","status":"final","code":{},"valueQuantity":{"value":${value}}}`,
+      );
+      const view = {
+        resource: 'Observation',
+        select: [
+          {
+            column: [
+              { name: 'low', path: `value.ofType(Quantity).value.${low}` },
+              { name: 'high', path: `value.ofType(Quantity).value.${high}` },
+            ],
+          },
+        ],
+      };
+      const row = compileView(view).rows(obs)[0] as Row;
+      return [rawNumberText(row, 'low') ?? String(row.low), rawNumberText(row, 'high') ?? String(row.high)];
+    };
+    expect(texts('1.0', 'lowBoundary()', 'highBoundary()')).toEqual(['0.95', '1.05']);
+    expect(texts('1', 'lowBoundary()', 'highBoundary()')).toEqual(['0.5', '1.5']);
+    expect(texts('1.50', 'lowBoundary()', 'highBoundary()')).toEqual(['1.495', '1.505']);
+    expect(texts('-1.587', 'lowBoundary()', 'highBoundary()')).toEqual(['-1.5875', '-1.5865']);
+    expect(texts('0.010', 'lowBoundary()', 'highBoundary()')).toEqual(['0.0095', '0.0105']);
+    expect(texts('1E-7', 'lowBoundary()', 'highBoundary()')).toEqual(['0.00000005', '0.00000015']);
+    expect(texts('12345678901234567890.12', 'lowBoundary()', 'highBoundary()')).toEqual([
+      '12345678901234567890.115',
+      '12345678901234567890.125',
+    ]);
+    // FHIRPath's examples: 1.587.lowBoundary(2) = 1.58, 1.587.highBoundary(6) = 1.587500; 0 gives an integer.
+    expect(texts('1.587', 'lowBoundary(2)', 'highBoundary(6)')).toEqual(['1.58', '1.587500']);
+    expect(texts('-1.587', 'lowBoundary(2)', 'highBoundary(0)')).toEqual(['-1.59', '-1']);
+    expect(texts('-0.3', 'lowBoundary(1)', 'highBoundary(0)')).toEqual(['-0.4', '0']);
+    // A negative precision, or one past a decimal's eight digits, gives no value.
+    expect(texts('1.0', 'lowBoundary(-1)', 'highBoundary(9)')).toEqual(['null', 'null']);
   });
 });
 

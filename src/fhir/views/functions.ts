@@ -6,6 +6,7 @@ import fhirpath from 'fhirpath';
 import r4 from 'fhirpath/fhir-context/r4';
 import { FHIRPATH_OPTIONS } from '../search/fhirpath-options.js';
 import { referenceParts } from '../search/normalise.js';
+import { setComputedText } from './decimal-text.js';
 
 /** The text a number was written with (`1.0`), when the caller keeps it; decimals' boundaries depend on it. */
 export type NumberText = (holder: object, key: string) => string | undefined;
@@ -75,6 +76,8 @@ function boundary(kind: 'lowBoundary' | 'highBoundary', numberText?: NumberText)
           : withPrecision({}, { v: input, p: precision });
       return result.map((value) => {
         const types = fhirpath.types([value]);
+        if (types[0] === 'System.Decimal' || types[0] === 'System.Integer')
+          return exactDecimal(value, precision);
         if (types[0] !== 'System.DateTime') return value;
         const dt = value as {
           asStr: string;
@@ -85,6 +88,20 @@ function boundary(kind: 'lowBoundary' | 'highBoundary', numberText?: NumberText)
       });
     },
   };
+}
+
+/**
+ * A decimal boundary with its exact text recorded for its cell: with a precision argument, that many digits after
+ * the point (`1.587.highBoundary(6)` → `1.587500`, as FHIRPath writes it); without, the engine's eight digits
+ * less trailing zeros (`1.0` → `0.95`, `1.50` → `1.495`), so a large value keeps every digit
+ * (`12345678901234567890.12` → `12345678901234567890.115`) where a JS number would round it.
+ */
+function exactDecimal(value: unknown, precision: unknown): unknown {
+  const text = isRecord(value) ? value.asStr : undefined;
+  if (typeof text !== 'string' || !/^-?\d+(\.\d+)?$/.test(text)) return value;
+  const trimmed = precision === undefined && text.includes('.') ? text.replace(/\.?0+$/, '') : text;
+  setComputedText(value as object, /^-0(\.0+)?$/.test(trimmed) ? trimmed.slice(1) : trimmed);
+  return value;
 }
 
 /** A FHIR decimal element as a decimal of its written precision (`1.0` → 0.95..1.05), when its text is known. */

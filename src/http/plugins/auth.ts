@@ -54,6 +54,7 @@ export function repoContext(
     | 'subscriptions'
     | 'conformance'
     | 'searchParams'
+    | 'fhirpathPatch'
   >,
 ): RepoContext {
   const p = principalOf(request);

@@ -56,6 +56,8 @@ export interface FhirRouteDeps {
   /** Where Binary contents live (absent: in their rows, as base64 `data`), and the largest raw upload in bytes. */
   binaries?: FileStore;
   binaryMaxBytes: number;
+  /** Applies a FHIRPath Patch in the FHIRPath worker (RepoContext.fhirpathPatch). */
+  fhirpathPatch?: (resource: string, parameters: string) => Promise<string>;
 }
 
 type Query = Record<string, string | string[]>;
@@ -96,6 +98,7 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     ...(deps.subscriptions ? { subscriptions: deps.subscriptions } : {}),
     ...(deps.conformance ? { conformance: deps.conformance } : {}),
     ...(deps.searchParams ? { searchParams: deps.searchParams } : {}),
+    ...(deps.fhirpathPatch ? { fhirpathPatch: deps.fhirpathPatch } : {}),
   };
   const ctx = (req: FastifyRequest): RepoContext => repoContext(req, env);
   /** A write's database and context: its transactions store the request's AuditEvent (and X-Provenance). */

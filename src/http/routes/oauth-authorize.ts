@@ -6,6 +6,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
   chooseMembership,
   declineAuthorization,
+  pickPatient,
   signIn,
   type AuthorizeStep,
 } from '../../auth/authorize-login.js';
@@ -21,7 +22,7 @@ import type { AuthDeps } from '../../auth/deps.js';
 import { finishUpstream, startUpstream, upstreamProvider } from '../../auth/upstream-sign-in.js';
 import { FhirError } from '../../fhir/outcome.js';
 import { sha256 } from '../../fhir/repository/secrets.js';
-import { chooserPage, errorPage, signInPage } from '../authorize-html.js';
+import { chooserPage, errorPage, patientPickerPage, signInPage } from '../authorize-html.js';
 import type { FormBody } from '../plugins/content-types.js';
 import type { LoginGuard } from '../plugins/rate-limit.js';
 
@@ -83,6 +84,11 @@ export function authorizeRoutes(
     if (step.kind === 'redirect')
       return reply.header('cache-control', 'no-store').redirect(step.location, 303);
     if (step.kind === 'show') return html(reply, 400, errorPage(step.message));
+    if (step.kind === 'pick') {
+      const { patients, search } = step;
+      const error = step.error !== undefined ? { error: step.error } : {};
+      return html(reply, 200, patientPickerPage({ action, transaction, patients, search, ...error }));
+    }
     return html(reply, 200, chooserPage({ action, transaction, options: step.options }));
   };
 
@@ -176,6 +182,10 @@ export function authorizeRoutes(
     }
     if (text(body, 'cancel') !== undefined)
       return answer(reply, transaction, await declineAuthorization(deps, pending));
+    if (pending.membershipId !== undefined) {
+      const form = { search: text(body, 'search'), patient: text(body, 'patient') };
+      return answer(reply, transaction, await pickPatient(deps, pending, form));
+    }
     if (pending.userId !== undefined) {
       return answer(reply, transaction, await chooseMembership(deps, pending, text(body, 'membership')));
     }

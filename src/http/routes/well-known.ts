@@ -35,10 +35,13 @@ function smartConfiguration(b: string): Record<string, unknown> {
     scopes_supported: SCOPES,
     response_types_supported: ['code'],
     code_challenge_methods_supported: ['S256'],
-    // Standalone launch only: no EHR launch (`launch` parameter) and no patient picker, so a `launch/patient` context
-    // exists only for a Patient user; no `launch-ehr`, `context-ehr-*`, `context-standalone-encounter`.
+    // EHR launch (`ClientApplication/<id>/$launch`, API.md §11) with patient and encounter, and standalone launch
+    // with a patient picker for users who are not a Patient; no `context-standalone-encounter`.
     capabilities: [
       'launch-standalone',
+      'launch-ehr',
+      'context-ehr-patient',
+      'context-ehr-encounter',
       'client-public',
       'client-confidential-symmetric',
       'client-confidential-asymmetric',
