@@ -194,7 +194,7 @@ function baseStatement(fhirBase: string, now: Date): Record<string, unknown> {
     implementation: { description: 'Cinder FHIR R4 server', url: fhirBase },
     fhirVersion: '4.0.1',
     format: ['application/fhir+json', 'json', 'application/fhir+xml', 'xml'],
-    patchFormat: ['application/json-patch+json', 'application/fhir+json'],
+    patchFormat: ['application/json-patch+json', 'application/fhir+json', 'application/fhir+xml'],
     rest: [
       {
         mode: 'server',

@@ -249,6 +249,31 @@ describe.each(testDatabases())('FHIR XML on $name', (database) => {
     }
   });
 
+  it('applies a FHIRPath Patch written as XML Parameters', async () => {
+    const p = await created(t, token, {
+      resourceType: 'Patient',
+      name: [{ family: 'Unpatched' }],
+      active: false,
+    });
+    const patch = `<Parameters ${F}><parameter><name value="operation"/>
+      <part><name value="type"/><valueCode value="replace"/></part>
+      <part><name value="path"/><valueString value="Patient.active"/></part>
+      <part><name value="value"/><valueBoolean value="true"/></part></parameter></Parameters>`;
+    const res = await t.request({
+      method: 'PATCH',
+      url: `${t.fhir}/Patient/${p.id as string}`,
+      token,
+      headers: { 'content-type': XML, accept: XML },
+      payload: patch,
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(xmlBody(res)).toMatchObject({
+      active: true,
+      name: [{ family: 'Unpatched' }],
+      meta: { versionId: '2' },
+    });
+  });
+
   it('honours Prefer: return=OperationOutcome and answers errors (401, 403, 404, 415) in XML', async () => {
     const create = await req('POST', 'Patient', {
       body: `<Patient ${F}><active value="true"/></Patient>`,
