@@ -1,6 +1,6 @@
 // The one place that turns a FHIR result (or error) into an HTTP response, as FHIR JSON or, when asked for, FHIR XML
 // (format.ts).
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
 import type { OAuthError } from '../auth/oauth-error.js';
 import { parseJson } from '../fhir/json/parse.js';
@@ -12,6 +12,18 @@ import { responseFormat } from './format.js';
 
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 export const FHIR_XML = 'application/fhir+xml; charset=utf-8';
+
+/**
+ * The JSON text of each answer sent as XML: the audit trail reads the patients an answer held from its JSON text
+ * (plugins/audit.ts, audit/patients.ts), whichever representation the client got.
+ */
+export const jsonOfXmlAnswer = new WeakMap<FastifyRequest, string>();
+
+/** `xml`, sent as the request's answer, stands for the JSON `json` (text, or a function making it). */
+function sendXml(reply: FastifyReply, xml: string, json: string | (() => string)): FastifyReply {
+  jsonOfXmlAnswer.set(reply.request, typeof json === 'string' ? json : json());
+  return reply.type(FHIR_XML).send(xml);
+}
 
 /** A FHIR answer's representation depends on Accept (format.ts): caches must know (RFC 9110 §12.5.5). */
 function varyAccept(reply: FastifyReply): void {
@@ -53,7 +65,7 @@ export function sendJsonText(reply: FastifyReply, text: string, value?: unknown)
   varyAccept(reply);
   if (responseFormat(reply.request) === 'xml') {
     const parsed = value ?? parseJson(text);
-    if (isResource(parsed)) return reply.type(FHIR_XML).send(toXml(parsed));
+    if (isResource(parsed)) return sendXml(reply, toXml(parsed), text);
   }
   return reply.type(FHIR_JSON).send(text);
 }
@@ -61,7 +73,7 @@ export function sendJsonText(reply: FastifyReply, text: string, value?: unknown)
 /** A resource as FHIR JSON, or as XML when the request asks for XML (a body that is no resource stays JSON). */
 function sendValue(reply: FastifyReply, value: unknown): FastifyReply {
   if (isResource(value) && responseFormat(reply.request) === 'xml') {
-    return reply.type(FHIR_XML).send(toXml(value));
+    return sendXml(reply, toXml(value), () => stringifyJson(value));
   }
   return reply.type(FHIR_JSON).send(stringifyJson(value));
 }
@@ -88,6 +100,7 @@ function sendStreamedXml(reply: FastifyReply, body: StreamedJson): FastifyReply 
     })(),
     { objectMode: false },
   );
+  jsonOfXmlAnswer.set(reply.request, body.head);
   return reply.type(FHIR_XML).header('content-length', length).send(stream);
 }
 
@@ -105,6 +118,6 @@ export function sendOAuthError(reply: FastifyReply, err: OAuthError): FastifyRep
 export function sendOutcome(reply: FastifyReply, status: number, body: OperationOutcome): FastifyReply {
   reply.code(status);
   varyAccept(reply);
-  if (responseFormat(reply.request) === 'xml') return reply.type(FHIR_XML).send(toXml(body));
+  if (responseFormat(reply.request) === 'xml') return sendXml(reply, toXml(body), () => JSON.stringify(body));
   return reply.type(FHIR_JSON).send(JSON.stringify(body));
 }

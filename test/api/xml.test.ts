@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { fromXml, toXml } from '../../src/fhir/xml/index.js';
 import { stringifyJson } from '../../src/fhir/json/stringify.js';
 import { testDatabases } from '../support/db.js';
-import { created, scopedClientToken, useProjectApp, type TestApp } from '../support/app.js';
+import { auditEvents, created, scopedClientToken, useProjectApp, type TestApp } from '../support/app.js';
 
 const XML = 'application/fhir+xml';
 const F = 'xmlns="http://hl7.org/fhir"';
@@ -272,6 +272,20 @@ describe.each(testDatabases())('FHIR XML on $name', (database) => {
       name: [{ family: 'Unpatched' }],
       meta: { versionId: '2' },
     });
+  });
+
+  it('records in the audit trail the patients an XML answer held', async () => {
+    const p = await created(t, token, { resourceType: 'Patient', name: [{ family: 'AuditedXml' }] });
+    await created(t, token, {
+      resourceType: 'Observation',
+      status: 'final',
+      code: { text: 'xml-audit' },
+      subject: { reference: `Patient/${p.id as string}` },
+    });
+    const res = await req('GET', 'Observation?code:text=xml-audit', { accept: XML });
+    expect(xmlBody(res)).toMatchObject({ total: 1 });
+    const events = await auditEvents(t, token, `subtype=search&patient=Patient/${p.id as string}`);
+    expect(events.length).toBeGreaterThan(0);
   });
 
   it('honours Prefer: return=OperationOutcome and answers errors (401, 403, 404, 415) in XML', async () => {
