@@ -1,6 +1,7 @@
 // The representation a FHIR answer takes (https://hl7.org/fhir/R4/http.html#mime-type): `_format` wins over Accept,
 // and JSON is the default. XML (https://hl7.org/fhir/R4/xml.html) when `_format` names it, or when Accept ranks an XML
-// type above every JSON one (a wildcard counts for JSON). Bulk Data kick-offs answer JSON whatever is asked.
+// type above every JSON one (a wildcard counts for JSON). Only the FHIR API answers XML; Bulk Data kick-offs answer
+// JSON whatever is asked.
 import type { FastifyRequest } from 'fastify';
 
 export type Format = 'json' | 'xml';
@@ -39,8 +40,11 @@ function quality(accept: string, types: ReadonlySet<string>): number {
 /** Bulk Data (`$export` kick-off, https://hl7.org/fhir/uv/bulkdata/) answers in JSON only. */
 const BULK_EXPORT = /\/(?:\$|%24)export(?:[?/]|$)/i;
 
+/** The FHIR API's paths (app.ts); OAuth, admin and console endpoints keep their JSON whatever a browser accepts. */
+const FHIR_PATH = '/fhir/R4';
+
 export function responseFormat(req: FastifyRequest): Format {
-  if (BULK_EXPORT.test(req.url)) return 'json';
+  if (!req.url.startsWith(FHIR_PATH) || BULK_EXPORT.test(req.url)) return 'json';
   const format = formatParam(req);
   if (format !== undefined) return XML_FORMATS.has(format) ? 'xml' : 'json';
   const raw = req.headers.accept;

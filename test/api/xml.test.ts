@@ -298,6 +298,9 @@ describe.each(testDatabases())('FHIR XML on $name', (database) => {
     expect(xmlOutcome(create)).toEqual([201, 'informational', expect.stringMatching(/^Created Patient\//)]);
     expect(xmlOutcome(await req('GET', 'Patient/nope', { accept: XML }))[0]).toBe(404);
     expect(xmlOutcome(await req('GET', 'Patient', { accept: XML, tok: null }))[0]).toBe(401);
+    // Outside the FHIR API (OAuth, admin), answers stay JSON.
+    const admin = await t.request({ method: 'GET', url: '/admin/nothing-here', headers: { accept: XML } });
+    expect([admin.statusCode, admin.headers['content-type']]).toEqual([404, expect.stringMatching(/json/)]);
     const [s415, c415] = xmlOutcome(
       await req('POST', 'Patient', { body: 'x', type: 'text/plain', accept: XML }),
     );
