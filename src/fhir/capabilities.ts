@@ -34,7 +34,7 @@ const BATCH_DOCUMENTATION =
 const BINARY_DOCUMENTATION =
   'create and update take any Content-Type: raw bytes become the content, contentType comes from Content-Type and ' +
   'securityContext from X-Security-Context. read and vread answer the raw content with its contentType unless ' +
-  'FHIR JSON is asked for (Accept or _format), which gets the resource with base64 data. Search and history ' +
+  'FHIR JSON or XML is asked for (Accept or _format), which gets the resource with base64 data. Search and history ' +
   'entries carry no data.';
 
 /**
@@ -193,8 +193,8 @@ function baseStatement(fhirBase: string, now: Date): Record<string, unknown> {
     software: { name: 'Cinder', version: '0.1.0' },
     implementation: { description: 'Cinder FHIR R4 server', url: fhirBase },
     fhirVersion: '4.0.1',
-    format: ['application/fhir+json', 'json'],
-    patchFormat: ['application/json-patch+json', 'application/fhir+json'],
+    format: ['application/fhir+json', 'json', 'application/fhir+xml', 'xml'],
+    patchFormat: ['application/json-patch+json', 'application/fhir+json', 'application/fhir+xml'],
     rest: [
       {
         mode: 'server',

@@ -125,10 +125,11 @@ describe.each(testDatabases())('FHIRPath Patch on $name', (database) => {
     });
     expect(json.statusCode, json.body).toBe(200);
     expect(json.json()).toMatchObject({ gender: 'female', meta: { versionId: '3' } });
-    // The CapabilityStatement names both formats.
+    // The CapabilityStatement names both formats (FHIRPath Patch's Parameters also as XML, test/api/xml.test.ts).
     const meta = await read('metadata');
     expect((meta.patchFormat as string[]).sort()).toEqual([
       'application/fhir+json',
+      'application/fhir+xml',
       'application/json-patch+json',
     ]);
   });

@@ -4,7 +4,9 @@
 // character references are decoded. Nesting is bounded before anything recursive walks the document.
 import { XMLParser } from 'fast-xml-parser';
 import { isResourceType, structureNode, type JsonChild, type StructureNode } from '../definitions/index.js';
+import { MAX_BODY_DEPTH } from '../json/parse.js';
 import { setRawNumber } from '../json/raw-numbers.js';
+import { tooDeepElement } from '../validation/depth.js';
 import { FhirError } from '../outcome.js';
 import { assertWellFormedDocument, NotWellFormed } from './well-formed.js';
 import { FHIR_NS, NUMBER_TYPES, XHTML_NS, isAttribute } from './structure.js';
@@ -70,7 +72,16 @@ export function fromXml(input: string): Obj {
   }
   const roots = elements(doc, 'the document');
   if (roots.length !== 1) throw invalid('The XML document must hold exactly one resource', 'xml.root');
-  return new Reader(text).resource(roots[0] as XNode, new Map([['xml', XML_NS]]), undefined);
+  const resource = new Reader(text).resource(roots[0] as XNode, new Map([['xml', XML_NS]]), undefined);
+  // A repeating element adds an array level in JSON: the JSON is held to the bound a JSON body has (json/parse.ts).
+  const deep = tooDeepElement(resource, MAX_BODY_DEPTH);
+  if (deep !== undefined) {
+    throw invalid(
+      `${String(resource.resourceType)}${deep} nests deeper than ${MAX_BODY_DEPTH} levels of JSON objects and arrays`,
+      'xml.too-deep',
+    );
+  }
+  return resource;
 }
 
 /** The element children of `children` (text between them must be whitespace). */

@@ -38,9 +38,9 @@ function escapeText(text: string): string {
 }
 
 /** The FHIR XML of a resource, with an XML declaration. */
-export function toXml(resource: Obj): string {
+export function toXml(resource: object): string {
   const out: string[] = ['<?xml version="1.0" encoding="UTF-8"?>'];
-  writeResource(out, resource, true);
+  writeResource(out, resource as Obj, true);
   return out.join('');
 }
 

@@ -95,6 +95,9 @@ describe('fromXml', () => {
     expect(refused('').code).toBe('xml.malformed');
     const deep = `<Patient ${F}>${'<extension url="u">'.repeat(5000)}${'</extension>'.repeat(5000)}</Patient>`;
     expect(refused(deep).code).toBe('xml.too-deep');
+    // Within the XML bound, but deeper than a JSON body may be once each repeating element is an array.
+    const wide = `<Patient ${F}>${'<extension url="u">'.repeat(200)}${'</extension>'.repeat(200)}</Patient>`;
+    expect(refused(wide).message).toMatch(/Patient\.extension nests deeper than 256 levels/);
     expect(refused('<Patient xmlns="http://example.org"/>').code).toBe('xml.namespace');
     expect(refused('<Patient/>').code).toBe('xml.namespace');
     expect(refused(`<Bogus ${F}/>`).code).toBe('xml.resource-type');

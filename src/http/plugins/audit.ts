@@ -10,6 +10,7 @@ import type { AuditAgent, AuditKind } from '../../audit/model.js';
 import { patientsInJson } from '../../audit/patients.js';
 import type { AuditWriter } from '../../audit/writer.js';
 import { FhirError } from '../../fhir/outcome.js';
+import { jsonOfXmlAnswer } from '../reply.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -285,7 +286,9 @@ export function registerAudit(app: FastifyInstance, deps: AuditHttpDeps): void {
     request.audit.provenance = provenanceOf(Array.isArray(header) ? header.join(',') : header);
   });
   app.addHook('onSend', (request, _reply, payload, done) => {
-    if (request.audit && typeof payload === 'string') request.auditPayload = payload;
+    // An XML answer is read as the JSON it was made from (http/reply.ts).
+    if (request.audit && typeof payload === 'string')
+      request.auditPayload = jsonOfXmlAnswer.get(request) ?? payload;
     done(null, payload);
   });
   app.addHook('onResponse', (request, reply, done) => {

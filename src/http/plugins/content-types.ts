@@ -1,9 +1,13 @@
-// Request bodies Cinder accepts: FHIR/JSON (and JSON Patch) and form posts (OAuth, POST _search).
+// Request bodies Cinder accepts: FHIR JSON (and JSON Patch), FHIR XML and form posts (OAuth, POST _search).
 // Anything else is 415; malformed JSON, or JSON nested deeper than MAX_BODY_DEPTH, is 400; an empty body parses to undefined (e.g. `$cancel`).
 import type { FastifyInstance } from 'fastify';
 import { JsonTooDeep, parseJsonBody } from '../../fhir/json/parse.js';
 import { FhirError } from '../../fhir/outcome.js';
+import { fromXml } from '../../fhir/xml/index.js';
 import { MAX_RESOURCE_DEPTH } from '../../fhir/validation/depth.js';
+
+/** Media types of FHIR XML request bodies. */
+export const XML_TYPES = ['application/fhir+xml', 'application/xml', 'text/xml'];
 
 export type FormBody = Record<string, string | string[]>;
 
@@ -42,6 +46,17 @@ export function registerContentTypes(app: FastifyInstance): void {
       }
     },
   );
+  // FHIR XML (https://hl7.org/fhir/R4/xml.html) becomes the JSON a client would have sent; fromXml refuses DTDs and
+  // nesting beyond its bound before anything is built.
+  app.addContentTypeParser(XML_TYPES, { parseAs: 'string' }, (_req, body, done) => {
+    const text = body as string;
+    if (text.trim() === '') return done(null, undefined);
+    try {
+      done(null, fromXml(text));
+    } catch (err) {
+      done(err as Error, undefined);
+    }
+  });
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
     done(null, parseForm(body as string));
   });

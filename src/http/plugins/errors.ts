@@ -58,7 +58,7 @@ export function toFhirError(err: unknown): FhirError | undefined {
   if (typeof status === 'number' && status >= 400 && status < 500) {
     const message =
       e.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
-        ? 'Unsupported media type: use application/fhir+json'
+        ? 'Unsupported media type: use application/fhir+json or application/fhir+xml'
         : e.code === 'FST_ERR_CTP_BODY_TOO_LARGE'
           ? 'Request body is too large'
           : e.message;

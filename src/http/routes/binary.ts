@@ -25,20 +25,21 @@ export interface BinaryRouteDeps {
 }
 
 const FHIR_JSON_TYPES = new Set(['application/fhir+json', 'application/json', 'application/json+fhir']);
+// `application/xml` in Accept is taken for the content (an XML document uploaded as a Binary), not for FHIR XML.
+const FHIR_TYPES = new Set([...FHIR_JSON_TYPES, 'application/fhir+xml', 'application/xml+fhir']);
+const FHIR_FORMATS = new Set([...FHIR_TYPES, 'json', 'xml', 'application/xml', 'text/xml']);
 
 /**
- * Whether a read of a Binary asks for the resource (FHIR JSON, with base64 `data`) rather than its raw content:
- * `_format=json` (or a FHIR JSON media type), or an Accept naming a FHIR JSON media type. `*\/*`, no Accept and any
+ * Whether a read of a Binary asks for the resource (FHIR JSON or XML, with base64 `data`) rather than its raw content:
+ * `_format=json` or `xml` (or a FHIR media type), or an Accept naming a FHIR JSON or FHIR XML media type. `*\/*`, no Accept and any
  * other type get the content (https://hl7.org/fhir/R4/binary.html#rest).
  */
 export function wantsFhirBinary(req: FastifyRequest): boolean {
   const format = (req.query as Record<string, unknown> | undefined)?._format;
   // An unencoded `+` in the query arrives as a space (`_format=application/fhir+json`).
-  if (typeof format === 'string') return format === 'json' || FHIR_JSON_TYPES.has(format.replace(/ /g, '+'));
+  if (typeof format === 'string') return FHIR_FORMATS.has(format.replace(/ /g, '+').toLowerCase());
   const accept = [req.headers.accept ?? ''].flat().join(',');
-  return accept
-    .split(',')
-    .some((range) => FHIR_JSON_TYPES.has((range.split(';')[0] ?? '').trim().toLowerCase()));
+  return accept.split(',').some((range) => FHIR_TYPES.has((range.split(';')[0] ?? '').trim().toLowerCase()));
 }
 
 /** `X-Security-Context: Type/id` as Binary.securityContext (the header Medplum and HAPI clients send). */
@@ -75,7 +76,13 @@ export function binaryRoutes(app: FastifyInstance, deps: BinaryRouteDeps): void 
   // A plugin of its own: the catch-all parser below applies to these routes only, so every other route still
   // answers 415 to a body that is not FHIR JSON (or a form where one is taken).
   void app.register(async (b) => {
-    b.removeContentTypeParser(['application/x-www-form-urlencoded', 'application/json-patch+json']);
+    // `application/xml` and `text/xml` uploads are content; only `application/fhir+xml` is a FHIR XML Binary.
+    b.removeContentTypeParser([
+      'application/x-www-form-urlencoded',
+      'application/json-patch+json',
+      'application/xml',
+      'text/xml',
+    ]);
     b.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: deps.maxBytes }, (_req, body, done) =>
       done(null, body),
     );

@@ -34,7 +34,7 @@ import type { FileStore } from '../../storage/files.js';
 import { repoContext } from '../plugins/auth.js';
 import type { FormBody } from '../plugins/content-types.js';
 import { conditionalRead, preferReturn, header } from '../header-semantics.js';
-import { sendResult } from '../reply.js';
+import { sendJsonText, sendResult } from '../reply.js';
 import { binaryRoutes, wantsFhirBinary } from './binary.js';
 import type { SearchParamRegistry } from '../../fhir/search/custom-registry.js';
 
@@ -173,9 +173,8 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     const meta = await metadata();
     const vary = reply.getHeader('vary');
     reply.header('vary', vary ? `${String(vary)}, Authorization` : 'Authorization');
-    return reply
-      .type('application/fhir+json; charset=utf-8')
-      .send(topics.length ? JSON.stringify(withSubscriptionTopics(meta.statement, topics)) : meta.text);
+    const statement = topics.length ? withSubscriptionTopics(meta.statement, topics) : meta.statement;
+    return sendJsonText(reply, topics.length ? JSON.stringify(statement) : meta.text, statement);
   });
 
   app.post('/', async (req, reply) => {
