@@ -1,15 +1,12 @@
 // Composition/<id>/$document (R4 composition-operation-document, API.md §11): the document Bundle of a stored
 // Composition, with what it references (nested sections too) that the caller may read, and nothing of another project.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postBundle, scopedClientToken, startTestApp, type TestApp } from '../support/app.js';
+import { bundleRefs, createNamed, scopedClientToken, startTestApp, type TestApp } from '../support/app.js';
 import { testDatabases } from '../support/db.js';
 import { patientToken } from '../support/patient-token.js';
 
 type Json = Record<string, unknown>;
-const refsOf = (bundle: Json): string[] =>
-  ((bundle.entry as { resource: Json }[] | undefined) ?? []).map(
-    (e) => `${e.resource.resourceType as string}/${e.resource.id as string}`,
-  );
+const refsOf = bundleRefs;
 
 describe.each(testDatabases())('Composition document on $name', (database) => {
   let t: TestApp;
@@ -21,18 +18,7 @@ describe.each(testDatabases())('Composition document on $name', (database) => {
   const document = (token: string, composition: string, query = '') =>
     t.request({ method: 'GET', url: `${t.fhir}/Composition/${composition}/$document${query}`, token });
   const createAll = async (token: string, named: Record<string, Json>): Promise<void> => {
-    const keys = Object.keys(named);
-    const res = await postBundle(
-      t,
-      token,
-      'batch',
-      keys.map((k) => ({ resource: named[k], request: { method: 'POST', url: named[k]!.resourceType } })),
-    );
-    expect(res.statusCode, res.body).toBe(200);
-    (res.json().entry as { response: { status: string; location: string } }[]).forEach((e, n) => {
-      expect(e.response.status, JSON.stringify(e)).toMatch(/^201/);
-      id[keys[n] as string] = e.response.location.split('/')[1] as string;
-    });
+    Object.assign(id, await createNamed(t, token, named));
   };
   const composition = (extra: Json = {}): Json => ({
     resourceType: 'Composition',

@@ -1,7 +1,7 @@
 // Observation/$lastn (R4 observation-operation-lastn, API.md §11): the newest `max` Observations per code of one
 // subject, and what another project, a narrow token and malformed parameters get.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auditEvents, postBundle, scopedClientToken, startTestApp, type TestApp } from '../support/app.js';
+import { auditEvents, createNamed, scopedClientToken, startTestApp, type TestApp } from '../support/app.js';
 import { testDatabases } from '../support/db.js';
 import { patientToken } from '../support/patient-token.js';
 
@@ -32,19 +32,7 @@ describe.each(testDatabases())('Observation lastn on $name', (database) => {
   const ids = (body: Json): string[] =>
     ((body.entry as { resource: Json }[] | undefined) ?? []).map((e) => e.resource.id as string);
   const createAll = async (token: string, named: Record<string, Json>): Promise<void> => {
-    const keys = Object.keys(named);
-    const res = await postBundle(
-      t,
-      token,
-      'batch',
-      keys.map((k) => ({ resource: named[k], request: { method: 'POST', url: named[k]!.resourceType } })),
-    );
-    expect(res.statusCode, res.body).toBe(200);
-    const entries = res.json().entry as { response: { status: string; location: string } }[];
-    entries.forEach((e, n) => {
-      expect(e.response.status).toMatch(/^201/);
-      id[keys[n] as string] = e.response.location.split('/')[1] as string;
-    });
+    Object.assign(id, await createNamed(t, token, named));
   };
 
   beforeAll(async () => {

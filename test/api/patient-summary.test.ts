@@ -2,7 +2,7 @@
 // entries and what they reference, only what the caller may read; another project's patient is not found.
 import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postBundle, scopedClientToken, startTestApp, type TestApp } from '../support/app.js';
+import { bundleRefs, createNamed, scopedClientToken, startTestApp, type TestApp } from '../support/app.js';
 import { testDatabases } from '../support/db.js';
 import { patientToken } from '../support/patient-token.js';
 
@@ -23,10 +23,7 @@ const sectionsOf = (bundle: Json): Map<string, Section> => {
   const c = (bundle.entry as { resource: Json }[])[0]!.resource as { section: Section[] };
   return new Map(c.section.map((s) => [s.code.coding[0]!.code, s]));
 };
-const refsOf = (bundle: Json): string[] =>
-  (bundle.entry as { resource: Json }[]).map(
-    (e) => `${e.resource.resourceType as string}/${e.resource.id as string}`,
-  );
+const refsOf = bundleRefs;
 
 describe.each(testDatabases())('Patient summary on $name', (database) => {
   let t: TestApp;
@@ -38,18 +35,7 @@ describe.each(testDatabases())('Patient summary on $name', (database) => {
   const summary = (token: string, patient: string, query = '') =>
     t.request({ method: 'GET', url: `${t.fhir}/Patient/${patient}/$summary${query}`, token });
   const createAll = async (token: string, named: Record<string, Json>): Promise<void> => {
-    const keys = Object.keys(named);
-    const res = await postBundle(
-      t,
-      token,
-      'batch',
-      keys.map((k) => ({ resource: named[k], request: { method: 'POST', url: named[k]!.resourceType } })),
-    );
-    expect(res.statusCode, res.body).toBe(200);
-    (res.json().entry as { response: { status: string; location: string } }[]).forEach((e, n) => {
-      expect(e.response.status).toMatch(/^201/);
-      id[keys[n] as string] = e.response.location.split('/')[1] as string;
-    });
+    Object.assign(id, await createNamed(t, token, named));
   };
 
   beforeAll(async () => {

@@ -363,6 +363,35 @@ export function postBundle(
   return t.request({ method: 'POST', url: t.fhir, token, payload: { resourceType: 'Bundle', type, entry } });
 }
 
+/** Creates each named resource in one batch (every entry must answer 201) and gives each name its new id. */
+export async function createNamed(
+  t: TestApp,
+  token: string,
+  named: Record<string, Record<string, unknown>>,
+): Promise<Record<string, string>> {
+  const keys = Object.keys(named);
+  const res = await postBundle(
+    t,
+    token,
+    'batch',
+    keys.map((k) => ({ resource: named[k], request: { method: 'POST', url: named[k]!.resourceType } })),
+  );
+  if (res.statusCode !== 200) throw new Error(`batch answered ${res.statusCode}: ${res.body}`);
+  const ids: Record<string, string> = {};
+  (res.json().entry as { response: { status: string; location: string } }[]).forEach((e, n) => {
+    if (!e.response.status.startsWith('201'))
+      throw new Error(`entry ${keys[n]} answered ${JSON.stringify(e)}`);
+    ids[keys[n] as string] = e.response.location.split('/')[1] as string;
+  });
+  return ids;
+}
+
+/** `Type/id` of every entry's resource of a Bundle, in order. */
+export const bundleRefs = (bundle: Record<string, unknown>): string[] =>
+  ((bundle.entry as { resource: Record<string, unknown> }[] | undefined) ?? []).map(
+    (e) => `${e.resource.resourceType as string}/${e.resource.id as string}`,
+  );
+
 /** A Bundle entry that creates `resource`. */
 export const createEntry = (
   resource: Record<string, unknown>,
