@@ -358,6 +358,12 @@ describe.each(testDatabases())('SMART EHR launch on $name', (database) => {
       expect(issue(foreign)).toBe('not-found');
       expect(foreign.body).not.toContain('theirs');
     }
+    // The super administrator reads every project, yet a launch holds only resources of its client's project.
+    const superForeign = await withContext(t.adminToken, `Observation/${otherObservation}`);
+    expect(superForeign.statusCode, superForeign.body).toBe(404);
+    expect((await withContext(t.adminToken, `DiagnosticReport/${ids.report as string}`)).statusCode).toBe(
+      200,
+    );
     const missing = await withContext(admin, 'Observation/no-such-observation');
     expect(missing.statusCode, missing.body).toBe(404);
     const gone = (await created(t, admin, { resourceType: 'Basic', code: { text: 'gone' } })).id as string;
