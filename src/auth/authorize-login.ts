@@ -212,6 +212,7 @@ export async function issueCode(
     authMethod: 'password',
     ...(context ? { launchPatient: context.patient } : {}),
     ...(context?.encounter !== undefined ? { launchEncounter: context.encounter } : {}),
+    ...(launch?.fhirContext !== undefined ? { launchFhirContext: launch.fhirContext } : {}),
   };
   const grant = { scope, authTime: nowSeconds(deps), ...(p.nonce !== undefined ? { nonce: p.nonce } : {}) };
   const code = await deps.db.transaction(async (tx) => {

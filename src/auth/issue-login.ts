@@ -2,6 +2,7 @@
 import { nowSeconds, type AuthDeps } from './deps.js';
 import { OAuthError } from './oauth-error.js';
 import { createLogin, loginWouldHold, type NewLogin } from './principal.js';
+import type { FhirContextItem } from './smart-launch.js';
 
 export interface TokenResponse {
   access_token: string;
@@ -16,6 +17,8 @@ export interface TokenResponse {
   patient?: string;
   /** The id of the Encounter in context (EHR launch, `launch` or `launch/encounter`). */
   encounter?: string;
+  /** The further resources in context (EHR launch, `launch`): SMART 2.x `fhirContext`. */
+  fhirContext?: FhirContextItem[];
   /** RFC 8693 §2.2.1, token exchange only. */
   issued_token_type?: string;
 }

@@ -4,6 +4,7 @@ import { membershipReach, patientReach, type Actor, type ResourceScope } from '.
 import type { AccessScope } from '../fhir/types.js';
 import type { Queryable } from '../storage/db.js';
 import { loginHolds, usableMembership } from './login-rules.js';
+import type { FhirContextItem } from './smart-launch.js';
 import { patientContext } from './smart-user-scopes.js';
 
 export interface Principal {
@@ -25,6 +26,8 @@ export interface Principal {
   launchPatient?: string;
   /** The launch context's Encounter id (EHR launch). */
   launchEncounter?: string;
+  /** The launch context's further resources (EHR launch, SMART `fhirContext`). */
+  launchFhirContext?: FhirContextItem[];
 }
 
 export function actorOf(p: Principal): Actor {
@@ -67,16 +70,18 @@ interface LoginRow {
   p_super: string | null;
   launch_patient: string | null;
   launch_encounter: string | null;
+  launch_fhir_context: FhirContextItem[] | null;
 }
 
 const LOGIN_COLUMNS =
-  'id, membership_id, project_id, profile, client_id, user_id, auth_method, created_at, launch_patient, launch_encounter';
+  'id, membership_id, project_id, profile, client_id, user_id, auth_method, created_at, launch_patient, launch_encounter, ' +
+  'launch_fhir_context';
 
 /** The principal of login rows `l` (a CTE with the `logins` columns) that still hold (login-rules.ts). */
 const principalSql = (source: string): string =>
   `WITH l AS (${source})
    SELECT l.id, l.membership_id, l.project_id, l.profile, l.client_id, l.user_id, l.launch_patient,
-          l.launch_encounter, m.content->>'admin' AS m_admin, p.content->>'superAdmin' AS p_super
+          l.launch_encounter, l.launch_fhir_context, m.content->>'admin' AS m_admin, p.content->>'superAdmin' AS p_super
    FROM l JOIN resources m ON m.resource_type = 'ProjectMembership' AND m.id = l.membership_id
      JOIN resources p ON p.resource_type = 'Project' AND p.id = m.project_id
    WHERE ${usableMembership('m', 'p')} AND ${loginHolds('l', 'm')}`;
@@ -85,7 +90,7 @@ const LOAD_SQL = principalSql(`SELECT ${LOGIN_COLUMNS} FROM logins WHERE id = $1
 const CHECK_SQL = principalSql(
   `SELECT $1::text AS id, $2::text AS membership_id, $3::text AS project_id, $4::text AS profile,
           $5::text AS client_id, $6::text AS user_id, $7::text AS auth_method, $8::timestamptz AS created_at,
-          $9::text AS launch_patient, $10::text AS launch_encounter`,
+          $9::text AS launch_patient, $10::text AS launch_encounter, $11::jsonb AS launch_fhir_context`,
 );
 
 function toPrincipal(row: LoginRow | undefined, sub: string): Principal | undefined {
@@ -102,6 +107,7 @@ function toPrincipal(row: LoginRow | undefined, sub: string): Principal | undefi
     superAdmin: row.p_super === 'true',
     ...(row.launch_patient ? { launchPatient: row.launch_patient } : {}),
     ...(row.launch_encounter ? { launchEncounter: row.launch_encounter } : {}),
+    ...(row.launch_fhir_context ? { launchFhirContext: row.launch_fhir_context } : {}),
   };
 }
 
@@ -130,6 +136,7 @@ const loginArgs = (l: NewLogin, createdAt: Date): unknown[] => [
   createdAt,
   l.launchPatient ?? null,
   l.launchEncounter ?? null,
+  l.launchFhirContext ? JSON.stringify(l.launchFhirContext) : null,
 ];
 
 /** Whether a login about to be created would hold (the same rules as loadPrincipal), checked before it is stored. */
@@ -149,13 +156,16 @@ export interface NewLogin {
   /** The launch context (API.md §11): the patient and encounter an EHR launch or the patient picker gave. */
   launchPatient?: string;
   launchEncounter?: string;
+  /** The EHR launch's further resources (SMART `fhirContext`). */
+  launchFhirContext?: FhirContextItem[];
 }
 
 /** Stores a login; `createdAt` is the app's clock, the clock resource versions are stamped with (login-rules.ts). */
 export async function createLogin(db: Queryable, l: NewLogin, createdAt: Date): Promise<void> {
   await db.query(
     `INSERT INTO logins (id, membership_id, project_id, profile, client_id, user_id, auth_method, created_at,
-       launch_patient, launch_encounter) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+       launch_patient, launch_encounter, launch_fhir_context)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb)`,
     loginArgs(l, createdAt),
   );
 }

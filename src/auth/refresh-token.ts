@@ -50,7 +50,8 @@ export async function storeRefreshToken(
 /**
  * Access token, refresh token and ID Token of a user's login (the code flow's answer, API.md §2): the ID Token when
  * `openid` was granted, and the SMART launch context: `patient` when `launch` or `launch/patient` was (the login's
- * launch patient, else the user's own Patient), `encounter` when `launch` or `launch/encounter` was.
+ * launch patient, else the user's own Patient), `encounter` when `launch` or `launch/encounter` was, and
+ * `fhirContext` (an EHR launch's further resources) when `launch` was.
  */
 export async function userTokenResponse(
   deps: AuthDeps,
@@ -78,6 +79,7 @@ export async function userTokenResponse(
     granted.includes('launch') || granted.includes('launch/encounter')
       ? principal.launchEncounter
       : undefined;
+  const fhirContext = granted.includes('launch') ? principal.launchFhirContext : undefined;
   const idToken = granted.includes('openid')
     ? await signIdToken({
         sub,
@@ -96,6 +98,7 @@ export async function userTokenResponse(
     ...(idToken !== undefined ? { id_token: idToken } : {}),
     ...(patient !== undefined ? { patient } : {}),
     ...(encounter !== undefined ? { encounter } : {}),
+    ...(fhirContext !== undefined ? { fhirContext } : {}),
   };
 }
 

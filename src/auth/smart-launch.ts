@@ -6,6 +6,15 @@ import { sha256 } from '../fhir/repository/secrets.js';
 import type { Queryable } from '../storage/db.js';
 import type { AuthDeps } from './deps.js';
 
+/**
+ * One item of the token response's `fhirContext` (SMART App Launch 2.x,
+ * https://hl7.org/fhir/smart-app-launch/scopes-and-launch-context.html#fhir-context): here always a relative
+ * `reference` (`Type/id`) to a resource of the launch's project, neither a Patient nor an Encounter.
+ */
+export interface FhirContextItem {
+  reference: string;
+}
+
 /** The context a launch hands to the app's login. */
 export interface LaunchContext {
   projectId: string;
@@ -13,6 +22,8 @@ export interface LaunchContext {
   userId?: string;
   patient: string;
   encounter?: string;
+  /** The further resources of the launch (SMART `fhirContext`), when it named any. */
+  fhirContext?: FhirContextItem[];
 }
 
 interface LaunchRow {
@@ -20,6 +31,7 @@ interface LaunchRow {
   user_id: string | null;
   patient: string;
   encounter: string | null;
+  fhir_context: FhirContextItem[] | null;
 }
 
 const contextOf = (row: LaunchRow): LaunchContext => ({
@@ -27,6 +39,7 @@ const contextOf = (row: LaunchRow): LaunchContext => ({
   ...(row.user_id !== null ? { userId: row.user_id } : {}),
   patient: row.patient,
   ...(row.encounter !== null ? { encounter: row.encounter } : {}),
+  ...(row.fhir_context !== null ? { fhirContext: row.fhir_context } : {}),
 });
 
 /** The stored key of a `launch` value (only its hash is kept). */
@@ -40,7 +53,7 @@ export async function findLaunch(
   clientId: string,
 ): Promise<LaunchContext | undefined> {
   const r = await db.query<LaunchRow>(
-    `SELECT project_id, user_id, patient, encounter FROM smart_launches
+    `SELECT project_id, user_id, patient, encounter, fhir_context FROM smart_launches
      WHERE launch_hash = $1 AND client_id = $2 AND used_at IS NULL AND expires_at > $3`,
     [hash, clientId, deps.clock()],
   );
@@ -62,7 +75,7 @@ export async function redeemLaunch(
   const r = await db.query<LaunchRow>(
     `UPDATE smart_launches SET used_at = $3
      WHERE launch_hash = $1 AND client_id = $2 AND used_at IS NULL AND expires_at > $3
-     RETURNING project_id, user_id, patient, encounter`,
+     RETURNING project_id, user_id, patient, encounter, fhir_context`,
     [hash, clientId, now],
   );
   const row = r.rows[0];

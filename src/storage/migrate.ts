@@ -22,6 +22,7 @@ import * as m018 from './migrations/018-audit.js';
 import * as m019 from './migrations/019-full-text.js';
 import * as m020 from './migrations/020-lastn.js';
 import * as m021 from './migrations/021-smart-launch.js';
+import * as m022 from './migrations/022-launch-fhir-context.js';
 
 export interface Migration {
   version: number;
@@ -51,6 +52,7 @@ export const MIGRATIONS: readonly Migration[] = [
   m019,
   m020,
   m021,
+  m022,
 ];
 
 const LOCK_KEY = 72_410_001;

@@ -1,6 +1,7 @@
 // SMART EHR launch and the standalone patient picker (API.md §11, https://hl7.org/fhir/smart-app-launch/app-launch.html):
 // who may call ClientApplication/<id>/$launch, the launch at the authorize endpoint (single use, five minutes, one
-// client), the patient and encounter in the token response, patient/ scopes held to that patient, and the picker.
+// client), the patient, encounter and fhirContext in the token response, patient/ scopes held to that patient, and the
+// picker.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   created,
@@ -26,6 +27,7 @@ describe.each(testDatabases())('SMART EHR launch on $name', (database) => {
   let member: string;
   let otherAdmin: string;
   let otherPatient: string;
+  let otherObservation: string;
   const tokens: Record<string, string> = {};
   const ids: Record<string, string> = {};
 
@@ -67,6 +69,9 @@ describe.each(testDatabases())('SMART EHR launch on $name', (database) => {
     otherAdmin = q.adminToken;
     otherPatient = (await created(t, otherAdmin, { resourceType: 'Patient', name: [{ family: 'Zed' }] }))
       .id as string;
+    otherObservation = (
+      await created(t, otherAdmin, { resourceType: 'Observation', status: 'final', code: { text: 'theirs' } })
+    ).id as string;
     const client = (id: string, extra: Record<string, unknown>) =>
       t.request({
         method: 'PUT',
@@ -102,13 +107,23 @@ describe.each(testDatabases())('SMART EHR launch on $name', (database) => {
       })
     ).id as string;
     for (const who of ['alice', 'zed']) {
-      await created(t, admin, {
-        resourceType: 'Observation',
-        status: 'final',
-        code: { text: `obs of ${who}` },
-        subject: { reference: `Patient/${ids[who] as string}` },
-      });
+      ids[`obs-${who}`] = (
+        await created(t, admin, {
+          resourceType: 'Observation',
+          status: 'final',
+          code: { text: `obs of ${who}` },
+          subject: { reference: `Patient/${ids[who] as string}` },
+        })
+      ).id as string;
     }
+    ids.report = (
+      await created(t, admin, {
+        resourceType: 'DiagnosticReport',
+        status: 'final',
+        code: { text: 'panel' },
+        subject: { reference: `Patient/${ids.alice as string}` },
+      })
+    ).id as string;
   });
   afterAll(async () => t?.close());
 
@@ -285,6 +300,185 @@ describe.each(testDatabases())('SMART EHR launch on $name', (database) => {
     ]);
   });
 
+  const contextParam = (reference: string) => ({ name: 'fhirContext', valueReference: { reference } });
+
+  it("gives the app the launch's fhirContext, also on refresh, and only with the launch scope", async () => {
+    const { launch } = await launchOf(tokens.doc as string, [
+      patientParam(ids.alice as string),
+      contextParam(`DiagnosticReport/${ids.report as string}`),
+      contextParam(`${AUD}/Observation/${ids['obs-alice'] as string}`),
+    ]);
+    const o = await open({ launch, scope: 'launch openid fhirUser patient/*.rs offline_access' });
+    const signed = await signIn(o);
+    expect(signed.statusCode, signed.body).toBe(303);
+    const body = (await exchange(redirectParams(signed).get('code') as string, o.verifier)) as Record<
+      string,
+      unknown
+    >;
+    const expected = [
+      { reference: `DiagnosticReport/${ids.report as string}` },
+      { reference: `Observation/${ids['obs-alice'] as string}` },
+    ];
+    expect(body).toMatchObject({ patient: ids.alice, fhirContext: expected });
+    expect(body).not.toHaveProperty('encounter');
+    // The app can read what it was given.
+    const report = await get(body.access_token as string, `DiagnosticReport/${ids.report as string}`);
+    expect(report.statusCode, report.body).toBe(200);
+    const refreshed = await tokenRequest(t.app, {
+      grant_type: 'refresh_token',
+      refresh_token: body.refresh_token as string,
+      client_id: 'ehr-app',
+    });
+    expect(refreshed.statusCode, refreshed.body).toBe(200);
+    expect(refreshed.json()).toMatchObject({ patient: ids.alice, fhirContext: expected });
+    // A refresh narrowed to leave `launch` out leaves the launch context out too.
+    const narrowed = await tokenRequest(t.app, {
+      grant_type: 'refresh_token',
+      refresh_token: refreshed.json().refresh_token as string,
+      client_id: 'ehr-app',
+      scope: 'openid patient/*.rs',
+    });
+    expect(narrowed.statusCode, narrowed.body).toBe(200);
+    expect(narrowed.json()).not.toHaveProperty('fhirContext');
+    // A launch without fhirContext gives none.
+    const plain = await launchOf(admin, [patientParam(ids.zed as string)]);
+    const o2 = await open({ launch: plain.launch });
+    const signed2 = await signIn(o2);
+    const body2 = await exchange(redirectParams(signed2).get('code') as string, o2.verifier);
+    expect(body2.patient).toBe(ids.zed);
+    expect(body2).not.toHaveProperty('fhirContext');
+  });
+
+  it("refuses a fhirContext of another project, unknown or deleted (404/410), or outside the token's scopes (403)", async () => {
+    const withContext = (token: string, reference: string) =>
+      startLaunch(token, [patientParam(ids.alice as string), contextParam(reference)]);
+    for (const token of [admin, tokens.doc as string]) {
+      const foreign = await withContext(token, `Observation/${otherObservation}`);
+      expect(foreign.statusCode, foreign.body).toBe(404);
+      expect(issue(foreign)).toBe('not-found');
+      expect(foreign.body).not.toContain('theirs');
+    }
+    // The super administrator reads every project, yet a launch holds only resources of its client's project.
+    const superForeign = await withContext(t.adminToken, `Observation/${otherObservation}`);
+    expect(superForeign.statusCode, superForeign.body).toBe(404);
+    expect((await withContext(t.adminToken, `DiagnosticReport/${ids.report as string}`)).statusCode).toBe(
+      200,
+    );
+    const missing = await withContext(admin, 'Observation/no-such-observation');
+    expect(missing.statusCode, missing.body).toBe(404);
+    const gone = (await created(t, admin, { resourceType: 'Basic', code: { text: 'gone' } })).id as string;
+    expect(
+      (await t.request({ method: 'DELETE', url: `${t.fhir}/Basic/${gone}`, token: admin })).statusCode,
+    ).toBe(200);
+    const deleted = await withContext(admin, `Basic/${gone}`);
+    expect(deleted.statusCode, deleted.body).toBe(410);
+    // The other project's admin cannot put this project's resource into a launch of its own client either.
+    const otherClient = await t.request({
+      method: 'PUT',
+      url: `${t.fhir}/ClientApplication/other-ehr-app`,
+      token: otherAdmin,
+      payload: {
+        resourceType: 'ClientApplication',
+        id: 'other-ehr-app',
+        redirectUri: REDIRECT,
+        launchUri: LAUNCH_URI,
+      },
+    });
+    expect(otherClient.statusCode, otherClient.body).toBeLessThan(300);
+    const stolen = await startLaunch(
+      otherAdmin,
+      [patientParam(otherPatient), contextParam(`DiagnosticReport/${ids.report as string}`)],
+      'other-ehr-app',
+    );
+    expect(stolen.statusCode, stolen.body).toBe(404);
+    // A token that may start a launch but not read DiagnosticReports cannot hand one out.
+    const narrow = await scopedClientToken(t, admin, projectId, 'system/Patient.rs system/Observation.rs', {
+      admin: true,
+    });
+    expect((await startLaunch(narrow, [patientParam(ids.alice as string)])).statusCode).toBe(200);
+    const allowed = await withContext(narrow, `Observation/${ids['obs-alice'] as string}`);
+    expect(allowed.statusCode, allowed.body).toBe(200);
+    const scoped = await withContext(narrow, `DiagnosticReport/${ids.report as string}`);
+    expect(scoped.statusCode, scoped.body).toBe(403);
+    expect(issue(scoped)).toBe('forbidden');
+  });
+
+  it('answers 400 for a malformed, repeated, Patient/Encounter, huge or too many fhirContext', async () => {
+    const bad = async (params: unknown[]) => {
+      const res = await startLaunch(admin, [patientParam(ids.alice as string), ...params]);
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.json().resourceType).toBe('OperationOutcome');
+      expect(issue(res)).toBe('invalid');
+      return res;
+    };
+    const obs = `Observation/${ids['obs-alice'] as string}`;
+    await bad([{ name: 'fhirContext', valueString: obs }]);
+    await bad([{ name: 'fhirContext', valueReference: { identifier: { value: 'x' } } }]);
+    await bad([{ name: 'fhirContext', valueReference: 'Observation/1' }]);
+    await bad([{ name: 'fhirContext', valueReference: { reference: 42 } }]);
+    for (const ref of [
+      'Observation',
+      'Observation/',
+      'NoSuchType/1',
+      'ClientApplication/ehr-app',
+      'User/x',
+      'https://elsewhere.example/fhir/Observation/1',
+      'Observation?code=x',
+      '#contained',
+      `Observation/${'x'.repeat(65)}`,
+      `Observation/${'x'.repeat(100_000)}`,
+    ])
+      await bad([contextParam(ref)]);
+    const patient = await bad([contextParam(`Patient/${ids.zed as string}`)]);
+    expect(patient.json().issue[0].details.text).toMatch(/patient parameter/);
+    await bad([contextParam(`Encounter/${ids.enc as string}`)]);
+    await bad([contextParam(obs), contextParam(`${AUD}/${obs}`)]);
+    const many = Array.from({ length: 11 }, (_, i) => contextParam(`Observation/o${i}`));
+    const tooMany = await bad(many);
+    expect(tooMany.json().issue[0].details.text).toMatch(/10/);
+    // Ten is the limit, not a refusal: ten that exist are accepted.
+    const ten: unknown[] = [contextParam(obs), contextParam(`DiagnosticReport/${ids.report as string}`)];
+    for (let i = 0; i < 8; i++)
+      ten.push(
+        contextParam(
+          `Observation/${(await created(t, admin, { resourceType: 'Observation', status: 'final', code: { text: `n${i}` } })).id as string}`,
+        ),
+      );
+    const accepted = await startLaunch(admin, [patientParam(ids.alice as string), ...ten]);
+    expect(accepted.statusCode, accepted.body).toBe(200);
+    const huge = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/ClientApplication/ehr-app/$launch`,
+      token: admin,
+      headers: { 'content-type': 'application/fhir+json' },
+      payload: JSON.stringify({
+        resourceType: 'Parameters',
+        parameter: [
+          patientParam(ids.alice as string),
+          ...Array.from({ length: 50_000 }, () => contextParam(obs)),
+        ],
+      }),
+    });
+    expect(huge.statusCode, huge.body.slice(0, 300)).toBeGreaterThanOrEqual(400);
+    expect(huge.statusCode).toBeLessThan(500);
+    expect(huge.json().resourceType).toBe('OperationOutcome');
+    const deep = await t.request({
+      method: 'POST',
+      url: `${t.fhir}/ClientApplication/ehr-app/$launch`,
+      token: admin,
+      headers: { 'content-type': 'application/fhir+json' },
+      payload: `{"resourceType":"Parameters","parameter":[{"name":"patient","valueReference":{"reference":"Patient/${ids.alice as string}"}},{"name":"fhirContext","valueReference":${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}}]}`,
+    });
+    expect(deep.statusCode, deep.body.slice(0, 300)).toBeGreaterThanOrEqual(400);
+    expect(deep.statusCode).toBeLessThan(500);
+    expect(deep.json().resourceType).toBe('OperationOutcome');
+    // Nothing refused was kept as a launch.
+    const stored = await t.db.query<{ n: string | number }>(
+      `SELECT count(*) AS n FROM smart_launches WHERE fhir_context::text LIKE '%Encounter/%' OR fhir_context::text LIKE '%Patient/%'`,
+    );
+    expect(Number(stored.rows[0]?.n)).toBe(0);
+  });
+
   const refusedAtAuthorize = async (extra: Record<string, string>, client = 'ehr-app') => {
     const o = await open(extra, client);
     expect(o.page.statusCode, o.page.body).toBe(302);
@@ -344,6 +538,7 @@ describe.each(testDatabases())('SMART EHR launch on $name', (database) => {
     const body = await exchange(redirectParams(ok).get('code') as string, o2.verifier);
     expect(body.patient).toBe(ids.zed);
     expect(body.encounter).toBeUndefined();
+    expect(body).not.toHaveProperty('fhirContext');
   });
 
   it('shows a practitioner a patient picker for launch/patient and puts the chosen patient in the token', async () => {

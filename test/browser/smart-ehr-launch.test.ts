@@ -1,7 +1,7 @@
 // The SMART `fhirclient` library completes an EHR launch and a standalone launch with the patient picker against
 // Cinder in a real Chromium (API.md §11): a practitioner starts `ClientApplication/<id>/$launch`, the browser opens the
 // launch-url, fhirclient's authorize() sends the `launch` on, the practitioner signs in, and ready() reads the launched
-// Patient; standalone with `launch/patient`, the practitioner picks a patient on the sign-in pages. Runs where Debian's
+// Patient (and sees the launch's `fhirContext` in the token response); standalone with `launch/patient`, the practitioner picks a patient on the sign-in pages. Runs where Debian's
 // Chromium is installed (`apt-get install -y chromium`); elsewhere the suite says why it did not run.
 import fs from 'node:fs';
 import http from 'node:http';
@@ -57,7 +57,7 @@ function testAppServer(iss: () => string): http.Server {
       .then((client) => client.patient.read().then((p) => ({ client, p })))
       .then(({ client, p }) => { document.body.dataset.result = JSON.stringify({
         patient: client.patient.id, encounter: client.encounter.id, family: p.name[0].family,
-        fhirUser: client.getFhirUser() }); })
+        fhirUser: client.getFhirUser(), fhirContext: client.state.tokenResponse.fhirContext }); })
       .catch((e) => { document.body.dataset.error = String(e); });
   </script>`),
   };
@@ -131,6 +131,14 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
           subject: { reference: `Patient/${patients.Launched as string}` },
         })
       ).id as string;
+      patients.observation = (
+        await created(t, p.adminToken, {
+          resourceType: 'Observation',
+          status: 'final',
+          code: { text: 'in context' },
+          subject: { reference: `Patient/${patients.Launched as string}` },
+        })
+      ).id as string;
       // The practitioner's own token (the EHR's session), which starts the launch.
       const v = pkce();
       const login = await t.app.inject({
@@ -173,7 +181,7 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
       expect(await page.evaluate(() => document.body.dataset.error)).toBeUndefined();
       return JSON.parse((await page.evaluate(() => document.body.dataset.result)) as string) as Record<
         string,
-        string | undefined
+        unknown
       >;
     };
 
@@ -187,6 +195,10 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
           parameter: [
             { name: 'patient', valueReference: { reference: `Patient/${patients.Launched as string}` } },
             { name: 'encounter', valueReference: { reference: `Encounter/${patients.encounter as string}` } },
+            {
+              name: 'fhirContext',
+              valueReference: { reference: `Observation/${patients.observation as string}` },
+            },
           ],
         },
       });
@@ -202,6 +214,7 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
         encounter: patients.encounter,
         family: 'Launched',
         fhirUser: `Practitioner/${docId}`,
+        fhirContext: [{ reference: `Observation/${patients.observation as string}` }],
       });
       await page.close();
     });
@@ -227,6 +240,7 @@ describe.runIf(HAVE_CHROMIUM).each(testDatabases().slice(-1))(
         family: 'Picked',
         fhirUser: `Practitioner/${docId}`,
       });
+      expect(result).not.toHaveProperty('fhirContext');
       await page.close();
     });
   },

@@ -2,8 +2,10 @@
 // https://hl7.org/fhir/smart-app-launch/app-launch.html#launch-app-ehr-launch): records a launch context (a patient,
 // optionally an encounter) for one client and answers the opaque `launch` value and the client's `launchUri` with
 // `iss` and `launch`; the authorize endpoint consumes it once, within five minutes (src/auth/smart-launch.ts).
+import type { FhirContextItem } from '../../auth/smart-launch.js';
 import type { Queryable } from '../../storage/db.js';
 import { assertLaunch } from '../access.js';
+import { r4ResourceTypes } from '../definitions/index.js';
 import { parseJson } from '../json/parse.js';
 import { FhirError } from '../outcome.js';
 import { visible } from '../repository/context.js';
@@ -19,6 +21,9 @@ import { parametersOf, type ParameterJson } from './parameters-body.js';
 export const LAUNCH_LIFETIME = 300;
 
 const ID = '[A-Za-z0-9\\-.]{1,64}';
+
+/** How many `fhirContext` resources one launch may name. */
+export const MAX_FHIR_CONTEXT = 10;
 
 const bad = (text: string, code: string, expression?: string): FhirError =>
   new FhirError('invalid', text, `launch.${code}`, expression ? { expression: [expression] } : {});
@@ -41,6 +46,45 @@ function referenceParam(
   const m = new RegExp(`^${type}/(${ID})$`).exec(local);
   if (!m) throw bad(`The parameter ${name} must reference a ${type} (${type}/<id>)`, 'reference-type', name);
   return m[1] as string;
+}
+
+let r4Types: ReadonlySet<string> | undefined;
+const badContext = (text: string, code: string): FhirError =>
+  bad(text, `fhir-context-${code}`, 'fhirContext');
+
+/**
+ * The `fhirContext` parameters (`valueReference`, repeatable): each a resource of an R4 type as `Type/id` or
+ * `{fhir}/Type/id`, neither Patient nor Encounter (SMART keeps those in `patient` and `encounter`), none twice.
+ */
+function fhirContextParams(params: ParameterJson[], fhirBase: string): { type: string; id: string }[] {
+  const found = params.filter((p) => p.name === 'fhirContext');
+  if (found.length > MAX_FHIR_CONTEXT)
+    throw badContext(`At most ${MAX_FHIR_CONTEXT} fhirContext parameters may be given`, 'count');
+  const types = (r4Types ??= new Set(r4ResourceTypes()));
+  const seen = new Set<string>();
+  return found.map((p) => {
+    const value = p.valueReference as { reference?: unknown } | undefined;
+    const ref = typeof value === 'object' && value !== null ? value.reference : undefined;
+    if (typeof ref !== 'string' || ref.length > 300)
+      throw badContext('Each fhirContext must be a valueReference with a reference', 'reference');
+    const local = ref.startsWith(`${fhirBase}/`) ? ref.slice(fhirBase.length + 1) : ref;
+    const m = new RegExp(`^([A-Za-z]{1,64})/(${ID})$`).exec(local);
+    const [type, id] = [m?.[1] ?? '', m?.[2] ?? ''];
+    if (!types.has(type))
+      throw badContext(
+        `The fhirContext ${local} is not a reference to a FHIR resource (Type/id)`,
+        'reference',
+      );
+    if (type === 'Patient' || type === 'Encounter')
+      throw badContext(
+        `A ${type} is given as the ${type.toLowerCase()} parameter, not in fhirContext`,
+        'type',
+      );
+    if (seen.has(`${type}/${id}`))
+      throw badContext(`The fhirContext ${type}/${id} is given twice`, 'repeated');
+    seen.add(`${type}/${id}`);
+    return { type, id };
+  });
 }
 
 function launchUrl(client: StoredRow, fhirBase: string, launch: string): string {
@@ -78,6 +122,7 @@ async function launch(db: Queryable, i: OperationInput): Promise<FhirResult> {
   if (patientId === undefined)
     throw bad('The parameter patient (valueReference) is required', 'no-patient', 'patient');
   const encounterId = referenceParam(params, 'encounter', 'Encounter', ctx.fhirBase);
+  const contextRefs = fhirContextParams(params, ctx.fhirBase);
   const value = generateSecret();
   const url = launchUrl(client, ctx.fhirBase, value);
   // A super administrator reads every project; the launch still stays in the client's.
@@ -98,11 +143,19 @@ async function launch(db: Queryable, i: OperationInput): Promise<FhirResult> {
       );
     }
   }
+  const fhirContext: FhirContextItem[] = [];
+  for (const { type, id } of contextRefs) {
+    // Read with the caller's access, then held to the client's project, as the patient is.
+    const row = await readLiveRow(db, ctx, type, id);
+    if (outside(row))
+      throw new FhirError('not-found', `Not found: ${type}/${id}`, 'launch.fhir-context-project');
+    fhirContext.push({ reference: `${type}/${id}` });
+  }
   const now = ctx.clock();
   await db.query('DELETE FROM smart_launches WHERE expires_at < $1', [new Date(now.getTime() - 3600_000)]);
   await db.query(
-    `INSERT INTO smart_launches (launch_hash, client_id, project_id, user_id, patient, encounter, created_at, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    `INSERT INTO smart_launches (launch_hash, client_id, project_id, user_id, patient, encounter, created_at, expires_at,
+       fhir_context) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb)`,
     [
       sha256(value),
       client.id,
@@ -112,6 +165,7 @@ async function launch(db: Queryable, i: OperationInput): Promise<FhirResult> {
       encounterId ?? null,
       now,
       new Date(now.getTime() + LAUNCH_LIFETIME * 1000),
+      fhirContext.length > 0 ? JSON.stringify(fhirContext) : null,
     ],
   );
   return {
