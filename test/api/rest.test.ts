@@ -348,12 +348,14 @@ describe.each(testDatabases())('FHIR REST on $name', (database) => {
       },
     ]);
     expect(names('ViewDefinition')).toEqual(['csv', 'validate', 'viewdefinition-run']);
-    expect(names('Patient')).toEqual(['csv', 'everything', 'patient-export', 'validate']);
+    expect(names('Patient')).toEqual(['csv', 'everything', 'patient-export', 'summary', 'validate']);
     expect(names('Group')).toEqual(['csv', 'group-export', 'validate']);
     expect(names('AsyncJob')).toEqual(['cancel', 'csv', 'validate']);
     expect(names('Project')).toEqual(['csv', 'expunge', 'validate']);
     expect(names('User')).toEqual(['validate']);
-    expect(names('Observation')).toEqual(['csv', 'validate']);
+    expect(names('Observation')).toEqual(['csv', 'lastn', 'validate']);
+    expect(names('Composition')).toEqual(['csv', 'document', 'validate']);
+    expect(names('ClientApplication')).toEqual(['launch', 'validate']);
     // Each listed operation is routed: an unauthenticated call is refused by authentication, never 404.
     const anon = await ctx.t.request({
       method: 'GET',
