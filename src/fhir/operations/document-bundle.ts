@@ -34,7 +34,8 @@ export function localReference(reference: unknown, fhirBase: string): string | u
   return m && isResourceType(m[1] as string) ? `${m[1]}/${m[2]}` : undefined;
 }
 
-/** Adds every local `reference` found in `value` (any depth) to `out`, in document order. */
+/** Adds every local `reference` found in `value` (any depth) to `out`, in document order; `meta` (Cinder's own record
+ * of who wrote a version, `meta.author`) and contained resources are not followed. */
 export function collectReferences(value: unknown, fhirBase: string, out: Set<string>, depth = 0): void {
   if (depth > MAX_DEPTH || value === null || typeof value !== 'object') return;
   if (Array.isArray(value)) {
@@ -45,7 +46,8 @@ export function collectReferences(value: unknown, fhirBase: string, out: Set<str
     if (k === 'reference') {
       const ref = localReference(v, fhirBase);
       if (ref) out.add(ref);
-    } else if (k !== 'contained' && k !== 'text') collectReferences(v, fhirBase, out, depth + 1);
+    } else if (k !== 'contained' && k !== 'text' && k !== 'meta')
+      collectReferences(v, fhirBase, out, depth + 1);
   }
 }
 
