@@ -1,0 +1,301 @@
+// Observation/$lastn as a patient's record grows (issue 29, API.md §11): one PostgreSQL-backed server, one Patient for
+// each size of LASTN_SIZES (default 10,100,1000,10000 vital-sign Observations each: LASTN_CODES LOINC codes in turn,
+// default 10, dates spread over ten years), loaded through the FHIR API in batch Bundles of 1000 (4 clients). Then
+// `$lastn?patient=&category=vital-signs&max=1`, `&max=3` and `?patient=&code=<one code>` for each Patient, with
+// `GET Patient/<id>` and `/healthcheck` as baselines, each measured by a sequential loop (one request at a time on one
+// kept-alive connection) of LASTN_REQUESTS requests per round after LASTN_WARMUP warm-up requests, in LASTN_ROUNDS
+// rounds with every case interleaved in each round (a busy machine slows them alike): median and p95 latency over
+// all rounds, req/s, and the ratio of each size's median to the 10-Observation Patient's (flat: ≤ ~1.5×).
+// Every answer is checked (status 200, entry count). The codes are fewer than the smallest Patient's Observations so
+// that `max=1` and `code=` answer the same number of entries at every size; `max=3` answers 3 per code from 100 on.
+//
+//   npm run build && npx tsx bench/lastn.ts          (or as part of `npm run bench`; BENCH_LASTN=0 skips)
+//
+// Environment (all optional): BENCH_DATABASE_URL (admin connection; the bench makes and drops database
+// `cinder_bench_lastn`), LASTN_SIZES, LASTN_CODES, LASTN_REQUESTS (default 200), LASTN_WARMUP (default 30),
+// LASTN_ROUNDS (default 3), LASTN_EXPLAIN=1 (prints EXPLAIN ANALYZE of the index queries for the largest Patient).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { makePatient } from './patients.js';
+import { batch, dropDatabase, freshDatabase, login, startServer } from './server.js';
+
+const SIZES = (process.env.LASTN_SIZES ?? '10,100,1000,10000').split(',').map(Number);
+const REQUESTS = Number(process.env.LASTN_REQUESTS ?? 200);
+const WARMUP = Number(process.env.LASTN_WARMUP ?? 30);
+const ROUNDS = Number(process.env.LASTN_ROUNDS ?? 3);
+const LOADERS = 4;
+const BATCH = 1000;
+const DB = 'cinder_bench_lastn';
+
+/** Vital-sign LOINC codes (display, unit, typical value). */
+const VITALS = [
+  ['8867-4', 'Heart rate', '/min', 72],
+  ['8480-6', 'Systolic blood pressure', 'mm[Hg]', 120],
+  ['8462-4', 'Diastolic blood pressure', 'mm[Hg]', 80],
+  ['29463-7', 'Body weight', 'kg', 75],
+  ['8302-2', 'Body height', 'cm', 170],
+  ['9279-1', 'Respiratory rate', '/min', 16],
+  ['8310-5', 'Body temperature', 'Cel', 37],
+  ['59408-5', 'Oxygen saturation by pulse oximetry', '%', 97],
+  ['39156-5', 'Body mass index', 'kg/m2', 24],
+  ['8287-5', 'Head circumference', 'cm', 56],
+  ['2708-6', 'Oxygen saturation in arterial blood', '%', 97],
+  ['8478-0', 'Mean blood pressure', 'mm[Hg]', 93],
+  ['3140-1', 'Venous oxygen saturation', '%', 70],
+  ['8331-1', 'Oral temperature', 'Cel', 36.8],
+  ['8893-0', 'Peripheral pulse rate', '/min', 70],
+  ['3141-9', 'Body weight measured', 'kg', 74],
+  ['8306-3', 'Body height lying', 'cm', 80],
+  ['77606-2', 'Weight-for-length percentile', '%', 50],
+  ['59576-9', 'BMI percentile', '%', 50],
+  ['8289-1', 'Head circumference percentile', '%', 50],
+] as const;
+const CODES = VITALS.slice(0, Math.min(VITALS.length, Number(process.env.LASTN_CODES ?? 10)));
+const TEN_YEARS_MS = 10 * 365 * 86_400_000;
+const START = Date.UTC(2015, 0, 1);
+
+function observation(patientId: string, i: number, of: number): Record<string, unknown> {
+  const [code, display, unit, base] = CODES[i % CODES.length] as (typeof VITALS)[number];
+  // Spread evenly over ten years, with a pseudo-random minute so that no two share an instant.
+  const at = START + Math.floor((i * TEN_YEARS_MS) / of) + ((i * 7919) % 3600) * 1000;
+  return {
+    resourceType: 'Observation',
+    status: 'final',
+    category: [
+      {
+        coding: [
+          {
+            system: 'http://terminology.hl7.org/CodeSystem/observation-category',
+            code: 'vital-signs',
+            display: 'Vital Signs',
+          },
+        ],
+      },
+    ],
+    code: { coding: [{ system: 'http://loinc.org', code, display }], text: display },
+    subject: { reference: `Patient/${patientId}` },
+    effectiveDateTime: new Date(at).toISOString(),
+    valueQuantity: {
+      value: Math.round(base * (0.9 + (i % 20) / 100) * 10) / 10,
+      unit,
+      system: 'http://unitsofmeasure.org',
+      code: unit,
+    },
+  };
+}
+
+async function inParallel<T>(items: T[], n: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (next < items.length) await fn(items[next++] as T);
+    }),
+  );
+}
+
+const quantile = (sorted: number[], q: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
+
+interface Case {
+  name: string;
+  /** Observations of the Patient (undefined for the baselines). */
+  size?: number;
+  kind: string;
+  path: string;
+  /** Entries every answer must hold (a searchset Bundle), or undefined (not a Bundle). */
+  entries?: number;
+  latencies: number[];
+  /** Wall time of the measured requests (s). */
+  seconds: number;
+}
+
+/** One request; its latency in ms. Throws unless the answer is a 200 with the expected entry count. */
+async function timed(base: string, token: string, c: Case): Promise<number> {
+  const started = performance.now();
+  const res = await fetch(`${base}${c.path}`, { headers: { authorization: `Bearer ${token}` } });
+  const body = await res.text();
+  const ms = performance.now() - started;
+  if (res.status !== 200) throw new Error(`${c.name}: ${res.status} ${body.slice(0, 300)}`);
+  if (c.entries !== undefined) {
+    const n = ((JSON.parse(body) as { entry?: unknown[] }).entry ?? []).length;
+    if (n !== c.entries) throw new Error(`${c.name}: ${n} entries, expected ${c.entries}`);
+  }
+  return ms;
+}
+
+/** EXPLAIN ANALYZE of $lastn's index queries (the SQL of lastn.ts, in the Patient's project) for one Patient, printed. */
+async function explain(url: string, patientId: string): Promise<void> {
+  const { skipScanSql, hitsSql, lastnGroups } = await import('../src/fhir/operations/lastn.js');
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const project = (
+      await client.query<{ project_id: string }>(
+        `SELECT project_id FROM resources WHERE resource_type = 'Patient' AND id = $1`,
+        [patientId],
+      )
+    ).rows[0]?.project_id as string;
+    const p = { subject: `Patient/${patientId}`, categories: ['*|vital-signs'], max: 3 };
+    for (const q of [
+      skipScanSql(p.subject, '*|vital-signs', 'code'),
+      hitsSql(await lastnGroups(client, p), p, { projectId: project }),
+    ]) {
+      const plan = await client.query<Record<string, string>>(
+        `EXPLAIN (ANALYZE, BUFFERS) ${q.text}`,
+        q.values,
+      );
+      console.log(`${plan.rows.map((r) => r['QUERY PLAN']).join('\n')}\n`);
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+export async function benchLastn(notes: string[]): Promise<void> {
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-bench-lastn-'));
+  fs.chmodSync(work, 0o755);
+  const url = await freshDatabase(DB);
+  const server = await startServer({ DATABASE_URL: url, DATA_DIR: path.join(work, 'files') }, work);
+  try {
+    const base = server.base;
+    const token = await login(base);
+    const patients = await batch(
+      base,
+      token,
+      SIZES.map((_, i) => makePatient(i)),
+    );
+    const started = performance.now();
+    const chunks: { patient: string; first: number; size: number }[] = [];
+    SIZES.forEach((size, i) => {
+      for (let first = 0; first < size; first += BATCH)
+        chunks.push({ patient: patients[i] as string, first, size });
+    });
+    await inParallel(chunks, LOADERS, async ({ patient, first, size }) => {
+      const obs = Array.from({ length: Math.min(BATCH, size - first) }, (_, k) =>
+        observation(patient, first + k, size),
+      );
+      await batch(base, token, obs);
+    });
+    const total = SIZES.reduce((a, b) => a + b, 0);
+    const loadSeconds = (performance.now() - started) / 1000;
+    // As autovacuum would soon after a load of this size: the planner sees the tables as they are.
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    await client.query('ANALYZE');
+    await client.end();
+    notes.push(
+      `lastn: loaded ${total} Observations (${SIZES.join(', ')} for one Patient each, ${CODES.length} codes) in ` +
+        `${loadSeconds.toFixed(1)} s = ${Math.round(total / loadSeconds)} resources/s (batch Bundles of ${BATCH}, ` +
+        `${LOADERS} clients)`,
+    );
+
+    const fhir = 'fhir/R4/';
+    const code = `http://loinc.org|${CODES[0]?.[0]}`;
+    const cases: Case[] = [
+      { name: 'healthcheck (baseline)', kind: 'healthcheck', path: 'healthcheck', latencies: [], seconds: 0 },
+      {
+        name: 'read Patient/<id> (baseline)',
+        kind: 'read',
+        path: `${fhir}Patient/${patients[0]}`,
+        latencies: [],
+        seconds: 0,
+      },
+    ];
+    SIZES.forEach((size, i) => {
+      const q = `${fhir}Observation/$lastn?patient=${patients[i]}`;
+      const codes = Math.min(CODES.length, size);
+      cases.push(
+        {
+          name: `max=1, ${size} Obs`,
+          size,
+          kind: 'category=vital-signs&max=1',
+          path: `${q}&category=vital-signs&max=1`,
+          entries: codes,
+          latencies: [],
+          seconds: 0,
+        },
+        {
+          name: `max=3, ${size} Obs`,
+          size,
+          kind: 'category=vital-signs&max=3',
+          path: `${q}&category=vital-signs&max=3`,
+          entries: Math.min(3 * codes, size),
+          latencies: [],
+          seconds: 0,
+        },
+        {
+          name: `code=, ${size} Obs`,
+          size,
+          kind: `code=${code}`,
+          path: `${q}&code=${encodeURIComponent(code)}`,
+          entries: 1,
+          latencies: [],
+          seconds: 0,
+        },
+      );
+    });
+    for (const c of cases) for (let i = 0; i < WARMUP; i++) await timed(base, token, c);
+    for (let round = 0; round < ROUNDS; round++) {
+      // Alternate the order so that no case always runs first or last in a round.
+      const order = round % 2 === 0 ? cases : [...cases].reverse();
+      for (const c of order) {
+        const t0 = performance.now();
+        for (let i = 0; i < REQUESTS; i++) c.latencies.push(await timed(base, token, c));
+        c.seconds += (performance.now() - t0) / 1000;
+      }
+    }
+
+    const stats = (c: Case) => {
+      const s = [...c.latencies].sort((a, b) => a - b);
+      return { median: quantile(s, 0.5), p95: quantile(s, 0.95), perSec: c.latencies.length / c.seconds };
+    };
+    const health = stats(cases[0] as Case).median;
+    const smallest = new Map<string, number>();
+    for (const c of cases) if (c.size === SIZES[0]) smallest.set(c.kind, stats(c).median);
+    console.log(
+      `\n$lastn by Observations per Patient: PostgreSQL, ${ROUNDS} interleaved rounds of ${REQUESTS} sequential ` +
+        `requests per case after ${WARMUP} warm-up requests, one connection; ${os.cpus().length} CPUs (load average ` +
+        `${os.loadavg()[0]?.toFixed(1)}), Node ${process.version}\n`,
+    );
+    const rows = cases.map((c) => {
+      const s = stats(c);
+      const first = c.size === undefined ? undefined : smallest.get(c.kind);
+      return {
+        case: c.name,
+        entries: c.entries ?? '',
+        'median ms': +s.median.toFixed(2),
+        'p95 ms': +s.p95.toFixed(2),
+        'req/s': Math.round(s.perSec),
+        'x healthcheck': +(s.median / health).toFixed(2),
+        [`x ${SIZES[0]} Obs`]: first === undefined ? '' : +(s.median / first).toFixed(2),
+      };
+    });
+    console.table(rows);
+    const largest = SIZES[SIZES.length - 1];
+    const worst = cases
+      .filter((c) => c.size === largest)
+      .map((c) => ({ kind: c.kind, ratio: stats(c).median / (smallest.get(c.kind) as number) }));
+    notes.push(
+      `lastn: median at ${largest} Observations ÷ at ${SIZES[0]}: ` +
+        worst.map((w) => `${w.kind} ${w.ratio.toFixed(2)}×`).join(', ') +
+        (worst.every((w) => w.ratio <= 1.5) ? ' (flat: within 1.5×)' : ' (NOT flat: above 1.5×)'),
+    );
+    if (process.env.LASTN_EXPLAIN === '1') await explain(url, patients[SIZES.length - 1] as string);
+  } finally {
+    await server.stop();
+    await dropDatabase(DB).catch(() => undefined);
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[1] && import.meta.url.endsWith(path.basename(process.argv[1]))) {
+  const notes: string[] = [];
+  benchLastn(notes)
+    .then(() => notes.forEach((n) => console.log(`- ${n}`)))
+    .catch((err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    });
+}
