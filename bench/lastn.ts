@@ -2,12 +2,13 @@
 // each size of LASTN_SIZES (default 10,100,1000,10000 vital-sign Observations each: LASTN_CODES LOINC codes in turn,
 // default 10, dates spread over ten years), loaded through the FHIR API in batch Bundles of 1000 (4 clients). Then
 // `$lastn?patient=&category=vital-signs&max=1`, `&max=3` and `?patient=&code=<one code>` for each Patient, with
-// `GET Patient/<id>` and `/healthcheck` as baselines, each measured by a sequential loop (one request at a time on one
-// kept-alive connection) of LASTN_REQUESTS requests per round after LASTN_WARMUP warm-up requests, in LASTN_ROUNDS
-// rounds with every case interleaved in each round (a busy machine slows them alike): median and p95 latency over
-// all rounds, req/s, and the ratio of each size's median to the 10-Observation Patient's (flat: ≤ ~1.5×).
-// Every answer is checked (status 200, entry count). The codes are fewer than the smallest Patient's Observations so
-// that `max=1` and `code=` answer the same number of entries at every size; `max=3` answers 3 per code from 100 on.
+// `GET Patient/<id>` and `/healthcheck` as baselines, each measured one request at a time on one kept-alive connection,
+// after LASTN_WARMUP warm-up requests each: LASTN_ROUNDS rounds of LASTN_REQUESTS turns, a turn sending one request of
+// every case (so that a busy machine slows them alike): median and p95 latency, req/s, the ratio to the healthcheck
+// and the ratio of each size's median to the 10-Observation Patient's (flat: ≤ ~1.5×), and to the smallest Patient
+// whose answer holds as many entries. Every answer is checked (status 200, entry count, and for `code=` the newest
+// Observation). The codes are fewer than the smallest Patient's Observations so that `max=1` and `code=` answer the
+// same number of entries at every size; `max=3` answers 3 per code from 100 on.
 //
 //   npm run build && npx tsx bench/lastn.ts          (or as part of `npm run bench`; BENCH_LASTN=0 skips)
 //
@@ -111,7 +112,7 @@ interface Case {
   /** effectiveDateTime the first entry must have (the newest Observation of the code), when set. */
   newest?: string;
   latencies: number[];
-  /** Wall time of the measured requests (s). */
+  /** Time spent in the measured requests (s): one at a time, so req/s = requests / seconds. */
   seconds: number;
 }
 
@@ -248,13 +249,16 @@ export async function benchLastn(notes: string[]): Promise<void> {
       );
     });
     for (const c of cases) for (let i = 0; i < WARMUP; i++) await timed(base, token, c);
+    // One request of each case in turn (the order reversed every other turn): a burst of other work on the machine
+    // slows every case alike instead of the few that happen to run during it.
     for (let round = 0; round < ROUNDS; round++) {
-      // Alternate the order so that no case always runs first or last in a round.
-      const order = round % 2 === 0 ? cases : [...cases].reverse();
-      for (const c of order) {
-        const t0 = performance.now();
-        for (let i = 0; i < REQUESTS; i++) c.latencies.push(await timed(base, token, c));
-        c.seconds += (performance.now() - t0) / 1000;
+      for (let i = 0; i < REQUESTS; i++) {
+        const order = i % 2 === 0 ? cases : [...cases].reverse();
+        for (const c of order) {
+          const ms = await timed(base, token, c);
+          c.latencies.push(ms);
+          c.seconds += ms / 1000;
+        }
       }
     }
 
@@ -274,8 +278,9 @@ export async function benchLastn(notes: string[]): Promise<void> {
     const sameRatio = (c: Case): number =>
       stats(c).median / (sameAnswer.get(`${c.kind} ${c.entries}`) as number);
     console.log(
-      `\n$lastn by Observations per Patient: PostgreSQL, ${ROUNDS} interleaved rounds of ${REQUESTS} sequential ` +
-        `requests per case after ${WARMUP} warm-up requests, one connection; ${os.cpus().length} CPUs (load average ` +
+      `\n$lastn by Observations per Patient: PostgreSQL, ${ROUNDS} rounds of ${REQUESTS} turns (one request of each ` +
+        `case per turn, one at a time, one connection) after ${WARMUP} warm-up requests each; medians and p95 of ` +
+        `${ROUNDS * REQUESTS} requests per case; ${os.cpus().length} CPUs (load average ` +
         `${os.loadavg()[0]?.toFixed(1)}), Node ${process.version}\n`,
     );
     const rows = cases.map((c) => {
