@@ -9,12 +9,14 @@
 // whose answer holds as many entries. Every answer is checked (status 200, entry count, and for `code=` the newest
 // Observation). The codes are fewer than the smallest Patient's Observations so that `max=1` and `code=` answer the
 // same number of entries at every size; `max=3` answers 3 per code from 100 on.
+// Then the database's side of `max=3` per Patient: execution time of $lastn's two queries (EXPLAIN ANALYZE, median of
+// 5) and the buffers they touch.
 //
 //   npm run build && npx tsx bench/lastn.ts          (or as part of `npm run bench`; BENCH_LASTN=0 skips)
 //
 // Environment (all optional): BENCH_DATABASE_URL (admin connection; the bench makes and drops database
 // `cinder_bench_lastn`), LASTN_SIZES, LASTN_CODES, LASTN_REQUESTS (default 200), LASTN_WARMUP (default 30),
-// LASTN_ROUNDS (default 3), LASTN_EXPLAIN=1 (prints EXPLAIN ANALYZE of the index queries for the largest Patient).
+// LASTN_ROUNDS (default 3), LASTN_EXPLAIN=1 (also prints the plans of $lastn's queries for the largest Patient).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -135,29 +137,74 @@ async function timed(base: string, token: string, c: Case): Promise<number> {
   return ms;
 }
 
-/** EXPLAIN ANALYZE of $lastn's index queries (the SQL of lastn.ts, in the Patient's project) for one Patient, printed. */
-async function explain(url: string, patientId: string): Promise<void> {
+/** $lastn's two queries (the SQL of lastn.ts, in the Patient's project) for one Patient, `max` 3 per code. */
+async function lastnQueries(
+  client: pg.Client,
+  patientId: string,
+): Promise<{ text: string; values: unknown[] }[]> {
   const { skipScanSql, hitsSql, lastnGroups } = await import('../src/fhir/operations/lastn.js');
+  const project = (
+    await client.query<{ project_id: string }>(
+      `SELECT project_id FROM resources WHERE resource_type = 'Patient' AND id = $1`,
+      [patientId],
+    )
+  ).rows[0]?.project_id as string;
+  const p = { subject: `Patient/${patientId}`, categories: ['*|vital-signs'], max: 3 };
+  return [
+    skipScanSql(p.subject, '*|vital-signs', 'code'),
+    hitsSql(await lastnGroups(client, p), p, { projectId: project }),
+  ];
+}
+
+interface PlanRoot {
+  'Execution Time': number;
+  Plan: { 'Shared Hit Blocks': number; 'Shared Read Blocks': number };
+}
+
+/**
+ * The database's side of `category=vital-signs&max=3` for each Patient: execution time of both queries (median of 5,
+ * from EXPLAIN ANALYZE) and the buffers they touch, a table; with LASTN_EXPLAIN=1 the plans of the largest Patient too.
+ */
+async function explain(url: string, patients: string[]): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    const project = (
-      await client.query<{ project_id: string }>(
-        `SELECT project_id FROM resources WHERE resource_type = 'Patient' AND id = $1`,
-        [patientId],
-      )
-    ).rows[0]?.project_id as string;
-    const p = { subject: `Patient/${patientId}`, categories: ['*|vital-signs'], max: 3 };
-    for (const q of [
-      skipScanSql(p.subject, '*|vital-signs', 'code'),
-      hitsSql(await lastnGroups(client, p), p, { projectId: project }),
-    ]) {
-      const plan = await client.query<Record<string, string>>(
-        `EXPLAIN (ANALYZE, BUFFERS) ${q.text}`,
-        q.values,
-      );
-      console.log(`${plan.rows.map((r) => r['QUERY PLAN']).join('\n')}\n`);
+    const rows = [];
+    for (const [i, id] of patients.entries()) {
+      const times: number[] = [];
+      let buffers = 0;
+      for (let run = 0; run < 5; run++) {
+        let ms = 0;
+        buffers = 0;
+        for (const q of await lastnQueries(client, id)) {
+          const r = await client.query<{ 'QUERY PLAN': PlanRoot[] }>(
+            `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${q.text}`,
+            q.values,
+          );
+          const root = r.rows[0]?.['QUERY PLAN'][0] as PlanRoot;
+          ms += root['Execution Time'];
+          buffers += root.Plan['Shared Hit Blocks'] + root.Plan['Shared Read Blocks'];
+        }
+        times.push(ms);
+      }
+      rows.push({
+        Observations: SIZES[i],
+        'DB execution ms (both queries)': +(times.sort((a, b) => a - b)[2] as number).toFixed(3),
+        'buffers touched': buffers,
+      });
     }
+    console.log(
+      'Database side of max=3 (EXPLAIN ANALYZE; the skip scan of codes and the newest rows per code):',
+    );
+    console.table(rows);
+    if (process.env.LASTN_EXPLAIN === '1')
+      for (const q of await lastnQueries(client, patients[patients.length - 1] as string)) {
+        const plan = await client.query<Record<string, string>>(
+          `EXPLAIN (ANALYZE, BUFFERS) ${q.text}`,
+          q.values,
+        );
+        console.log(`${plan.rows.map((r) => r['QUERY PLAN']).join('\n')}\n`);
+      }
   } finally {
     await client.end();
   }
@@ -320,7 +367,7 @@ export async function benchLastn(notes: string[]): Promise<void> {
           .join(', ') +
         (worst.every((w) => w.same <= 1.5) ? ' — flat: within 1.5×' : ' — NOT flat: above 1.5×'),
     );
-    if (process.env.LASTN_EXPLAIN === '1') await explain(url, patients[SIZES.length - 1] as string);
+    await explain(url, patients.slice(0, SIZES.length));
   } finally {
     await server.stop();
     await dropDatabase(DB).catch(() => undefined);
