@@ -9,8 +9,8 @@
 // whose answer holds as many entries. Every answer is checked (status 200, entry count, and for `code=` the newest
 // Observation). The codes are fewer than the smallest Patient's Observations so that `max=1` and `code=` answer the
 // same number of entries at every size; `max=3` answers 3 per code from 100 on.
-// Then the database's side of `max=3` per Patient: execution time of $lastn's two queries (EXPLAIN ANALYZE, median of
-// 5) and the buffers they touch.
+// Then the database's side of `max=1` and `max=3` per Patient: execution and planning time of $lastn's two queries
+// (EXPLAIN ANALYZE, medians of 5) and the buffers they touch.
 //
 //   npm run build && npx tsx bench/lastn.ts          (or as part of `npm run bench`; BENCH_LASTN=0 skips)
 //
@@ -137,10 +137,11 @@ async function timed(base: string, token: string, c: Case): Promise<number> {
   return ms;
 }
 
-/** $lastn's two queries (the SQL of lastn.ts, in the Patient's project) for one Patient, `max` 3 per code. */
+/** $lastn's two queries (the SQL of lastn.ts, in the Patient's project) for one Patient, `max` per code. */
 async function lastnQueries(
   client: pg.Client,
   patientId: string,
+  max: number,
 ): Promise<{ text: string; values: unknown[] }[]> {
   const { skipScanSql, hitsSql, lastnGroups } = await import('../src/fhir/operations/lastn.js');
   const project = (
@@ -149,7 +150,7 @@ async function lastnQueries(
       [patientId],
     )
   ).rows[0]?.project_id as string;
-  const p = { subject: `Patient/${patientId}`, categories: ['*|vital-signs'], max: 3 };
+  const p = { subject: `Patient/${patientId}`, categories: ['*|vital-signs'], max };
   return [
     skipScanSql(p.subject, '*|vital-signs', 'code'),
     hitsSql(await lastnGroups(client, p), p, { projectId: project }),
@@ -158,12 +159,14 @@ async function lastnQueries(
 
 interface PlanRoot {
   'Execution Time': number;
+  'Planning Time': number;
   Plan: { 'Shared Hit Blocks': number; 'Shared Read Blocks': number };
 }
 
 /**
- * The database's side of `category=vital-signs&max=3` for each Patient: execution time of both queries (median of 5,
- * from EXPLAIN ANALYZE) and the buffers they touch, a table; with LASTN_EXPLAIN=1 the plans of the largest Patient too.
+ * The database's side of `category=vital-signs&max=1` and `&max=3` for each Patient: execution and planning time of
+ * both queries (medians of 5, from EXPLAIN ANALYZE) and the buffers they touch, a table; with LASTN_EXPLAIN=1 the plans
+ * of the largest Patient too.
  */
 async function explain(url: string, patients: string[]): Promise<void> {
   const client = new pg.Client({ connectionString: url });
@@ -171,34 +174,42 @@ async function explain(url: string, patients: string[]): Promise<void> {
   try {
     const rows = [];
     for (const [i, id] of patients.entries()) {
-      const times: number[] = [];
-      let buffers = 0;
-      for (let run = 0; run < 5; run++) {
-        let ms = 0;
-        buffers = 0;
-        for (const q of await lastnQueries(client, id)) {
-          const r = await client.query<{ 'QUERY PLAN': PlanRoot[] }>(
-            `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${q.text}`,
-            q.values,
-          );
-          const root = r.rows[0]?.['QUERY PLAN'][0] as PlanRoot;
-          ms += root['Execution Time'];
-          buffers += root.Plan['Shared Hit Blocks'] + root.Plan['Shared Read Blocks'];
+      const row: Record<string, number> = { Observations: SIZES[i] as number };
+      for (const max of [1, 3]) {
+        const times: number[] = [];
+        const planning: number[] = [];
+        let buffers = 0;
+        for (let run = 0; run < 5; run++) {
+          let ms = 0;
+          let plan = 0;
+          buffers = 0;
+          for (const q of await lastnQueries(client, id, max)) {
+            const r = await client.query<{ 'QUERY PLAN': PlanRoot[] }>(
+              `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${q.text}`,
+              q.values,
+            );
+            const root = r.rows[0]?.['QUERY PLAN'][0] as PlanRoot;
+            ms += root['Execution Time'];
+            plan += root['Planning Time'];
+            buffers += root.Plan['Shared Hit Blocks'] + root.Plan['Shared Read Blocks'];
+          }
+          times.push(ms);
+          planning.push(plan);
         }
-        times.push(ms);
+        const med = (xs: number[]): number => +(xs.sort((a, b) => a - b)[2] as number).toFixed(3);
+        row[`max=${max} execution ms`] = med(times);
+        row[`max=${max} planning ms`] = med(planning);
+        row[`max=${max} buffers`] = buffers;
       }
-      rows.push({
-        Observations: SIZES[i],
-        'DB execution ms (both queries)': +(times.sort((a, b) => a - b)[2] as number).toFixed(3),
-        'buffers touched': buffers,
-      });
+      rows.push(row);
     }
     console.log(
-      'Database side of max=3 (EXPLAIN ANALYZE; the skip scan of codes and the newest rows per code):',
+      'Database side of category=vital-signs&max=1 and &max=3 (EXPLAIN ANALYZE of both queries: the skip scan of ' +
+        'codes and the newest rows per code; medians of 5):',
     );
     console.table(rows);
     if (process.env.LASTN_EXPLAIN === '1')
-      for (const q of await lastnQueries(client, patients[patients.length - 1] as string)) {
+      for (const q of await lastnQueries(client, patients[patients.length - 1] as string, 3)) {
         const plan = await client.query<Record<string, string>>(
           `EXPLAIN (ANALYZE, BUFFERS) ${q.text}`,
           q.values,
