@@ -4,7 +4,7 @@
 // `$lastn?patient=&category=vital-signs&max=1`, `&max=3` and `?patient=&code=<one code>` for each Patient, with
 // `GET Patient/<id>` and `/healthcheck` as baselines, each measured one request at a time on one kept-alive connection,
 // after LASTN_WARMUP warm-up requests each: LASTN_ROUNDS rounds of LASTN_REQUESTS turns, a turn sending one request of
-// every case (so that a busy machine slows them alike): median and p95 latency, req/s, the ratio to the healthcheck
+// every case in a shuffled order (so that a busy machine slows them alike): median and p95 latency, req/s, the ratio to the healthcheck
 // and the ratio of each size's median to the 10-Observation Patient's (flat: ≤ ~1.5×), and to the smallest Patient
 // whose answer holds as many entries. Every answer is checked (status 200, entry count, and for `code=` the newest
 // Observation). The codes are fewer than the smallest Patient's Observations so that `max=1` and `code=` answer the
@@ -16,7 +16,7 @@
 //
 // Environment (all optional): BENCH_DATABASE_URL (admin connection; the bench makes and drops database
 // `cinder_bench_lastn`), LASTN_SIZES, LASTN_CODES, LASTN_REQUESTS (default 200), LASTN_WARMUP (default 30),
-// LASTN_ROUNDS (default 3), LASTN_EXPLAIN=1 (also prints the plans of $lastn's queries for the largest Patient).
+// LASTN_ROUNDS (default 3), LASTN_KEEP=1 (leaves the database for a look with psql), LASTN_EXPLAIN=1 (also prints the plans of $lastn's queries for the largest Patient).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -307,11 +307,17 @@ export async function benchLastn(notes: string[]): Promise<void> {
       );
     });
     for (const c of cases) for (let i = 0; i < WARMUP; i++) await timed(base, token, c);
-    // One request of each case in turn (the order reversed every other turn): a burst of other work on the machine
-    // slows every case alike instead of the few that happen to run during it.
+    // One request of each case per turn, in an order shuffled anew every turn (the same in every run: a fixed seed):
+    // a burst of other work on the machine slows every case alike, and no case always follows the same one.
+    let seed = 29;
+    const random = (): number => (seed = (seed * 48_271) % 2_147_483_647) / 2_147_483_647; // Park–Miller
     for (let round = 0; round < ROUNDS; round++) {
       for (let i = 0; i < REQUESTS; i++) {
-        const order = i % 2 === 0 ? cases : [...cases].reverse();
+        const order = [...cases];
+        for (let k = order.length - 1; k > 0; k--) {
+          const j = Math.floor(random() * (k + 1));
+          [order[k], order[j]] = [order[j] as Case, order[k] as Case];
+        }
         for (const c of order) {
           const ms = await timed(base, token, c);
           c.latencies.push(ms);
@@ -336,8 +342,8 @@ export async function benchLastn(notes: string[]): Promise<void> {
     const sameRatio = (c: Case): number =>
       stats(c).median / (sameAnswer.get(`${c.kind} ${c.entries}`) as number);
     console.log(
-      `\n$lastn by Observations per Patient: PostgreSQL, ${ROUNDS} rounds of ${REQUESTS} turns (one request of each ` +
-        `case per turn, one at a time, one connection) after ${WARMUP} warm-up requests each; medians and p95 of ` +
+      `\n$lastn by Observations per Patient: PostgreSQL, ${ROUNDS} rounds of ${REQUESTS} turns (one request of each case ` +
+        `per turn, shuffled, one at a time, one connection) after ${WARMUP} warm-up requests each; medians and p95 of ` +
         `${ROUNDS * REQUESTS} requests per case; ${os.cpus().length} CPUs (load average ` +
         `${os.loadavg()[0]?.toFixed(1)}), Node ${process.version}\n`,
     );
@@ -381,7 +387,7 @@ export async function benchLastn(notes: string[]): Promise<void> {
     await explain(url, patients.slice(0, SIZES.length));
   } finally {
     await server.stop();
-    await dropDatabase(DB).catch(() => undefined);
+    if (process.env.LASTN_KEEP !== '1') await dropDatabase(DB).catch(() => undefined);
     fs.rmSync(work, { recursive: true, force: true });
   }
 }
