@@ -4,11 +4,11 @@
 // `$lastn?patient=&category=vital-signs&max=1`, `&max=3` and `?patient=&code=<one code>` for each Patient, with
 // `GET Patient/<id>` and `/healthcheck` as baselines, each measured one request at a time on one kept-alive connection,
 // after LASTN_WARMUP warm-up requests each: LASTN_ROUNDS rounds of LASTN_REQUESTS turns, a turn sending one request of
-// every case in a shuffled order (so that a busy machine slows them alike): median and p95 latency, req/s, the ratio to the healthcheck
-// and the ratio of each size's median to the 10-Observation Patient's (flat: ≤ ~1.5×), and to the smallest Patient
-// whose answer holds as many entries. Every answer is checked (status 200, entry count, and for `code=` the newest
-// Observation). The codes are fewer than the smallest Patient's Observations so that `max=1` and `code=` answer the
-// same number of entries at every size; `max=3` answers 3 per code from 100 on.
+// every case in a shuffled order (so that a busy machine slows them alike): median and p95 latency, req/s, the ratio
+// to the healthcheck, and the ratio of each size's median to the 10-Observation Patient's (flat: ≤ ~1.5×) and to the
+// smallest Patient whose answer holds as many entries. Every answer is checked (status 200, entry count, and for
+// `code=` the newest Observation). The codes are fewer than the smallest Patient's Observations so that `max=1` and
+// `code=` answer the same number of entries at every size; `max=3` answers 3 per code from 100 on.
 // Then the database's side of `max=1` and `max=3` per Patient: execution and planning time of $lastn's two queries
 // (EXPLAIN ANALYZE, medians of 5) and the buffers they touch.
 //
@@ -16,7 +16,8 @@
 //
 // Environment (all optional): BENCH_DATABASE_URL (admin connection; the bench makes and drops database
 // `cinder_bench_lastn`), LASTN_SIZES, LASTN_CODES, LASTN_REQUESTS (default 200), LASTN_WARMUP (default 30),
-// LASTN_ROUNDS (default 3), LASTN_KEEP=1 (leaves the database for a look with psql), LASTN_EXPLAIN=1 (also prints the plans of $lastn's queries for the largest Patient).
+// LASTN_ROUNDS (default 3), LASTN_KEEP=1 (leaves the database for a look with psql), LASTN_EXPLAIN=1 (also prints
+// the plans of $lastn's queries for the largest Patient).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
