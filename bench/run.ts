@@ -11,7 +11,8 @@
 // validation: US Core in process and a 100-patient transaction through HTTP with and without meta.profile
 // (bench/validation.ts; BENCH_VALIDATION=0 skips), and auditing: read, search and create req/s and CPU time per request
 // with auditing on and off (two servers on the same data, interleaved runs), and the audit table's growth per million
-// requests (bench/audit.ts; BENCH_AUDIT=0 skips; AUDIT_RUNS rounds, default 5).
+// requests (bench/audit.ts; BENCH_AUDIT=0 skips; AUDIT_RUNS rounds, default 5), and `$lastn` latency for Patients with
+// 10, 100, 1,000 and 10,000 Observations, as ratios to the smallest (bench/lastn.ts; BENCH_LASTN=0 skips).
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -26,6 +27,7 @@ import { benchExport } from './export.js';
 import { benchViewExport } from './views.js';
 import { benchSubscriptions } from './subscriptions.js';
 import { benchAudit } from './audit.js';
+import { benchLastn } from './lastn.js';
 import { benchTerminology } from './terminology.js';
 import { benchValidation } from './validation.js';
 import { login, startServer, type RunningServer } from './server.js';
@@ -336,6 +338,7 @@ async function main(): Promise<void> {
         if (process.env.BENCH_TERMINOLOGY !== '0') await benchTerminology(RUNS, notes);
         if (process.env.BENCH_AUDIT !== '0')
           await benchAudit(Number(process.env.AUDIT_RUNS ?? 5), DURATION, notes);
+        if (process.env.BENCH_LASTN !== '0') await benchLastn(notes);
       } finally {
         await server.stop();
       }
