@@ -319,3 +319,22 @@ export type ExtraIndex = (
   tx: Queryable,
   resources: readonly { projectId: string; resource: Resource }[],
 ) => Promise<readonly (readonly ExtractedValues[])[]>;
+
+/**
+ * Rewrites only the rows of the named index tables for the given resource versions (the index backfill after an
+ * upgrade, src/jobs/index-backfill.ts): their other tables are left as they are. One statement.
+ */
+export async function rewriteIndexTables(
+  tx: Queryable,
+  items: readonly (IndexItem & { rid: number })[],
+  tables: readonly string[],
+): Promise<void> {
+  if (items.length === 0) return;
+  for (const t of tables) if (!INDEX_TABLES.includes(t)) throw new Error(`not an index table: ${t}`);
+  const rows = collectRows(items);
+  for (const kind of [...rows.keys()]) if (!tables.includes(TABLES[kind].name)) rows.delete(kind);
+  const params: unknown[] = [items.map((i) => i.rid)];
+  const deletes = tables.map((tbl, i) => `d${i} AS (DELETE FROM ${tbl} WHERE rid = ANY($1::bigint[]))`);
+  const inserts = insertParts(rows, params).map((p, i) => `w${i} AS (${p})`);
+  await tx.query(`WITH ${[...deletes, ...inserts].join(', ')} SELECT 1`, params);
+}
