@@ -5,7 +5,7 @@
 // first checks the lease is still this process's, so a batch is never written twice, and a process that died is
 // resumed from its last batch by another (or itself, restarted) once its lease expires.
 import { randomUUID } from 'node:crypto';
-import type { Db, Queryable } from '../storage/db.js';
+import { sqlState, type Db, type Queryable } from '../storage/db.js';
 import type { Resource } from '../fhir/types.js';
 import { parseJson } from '../fhir/json/parse.js';
 import { INDEX_TABLES, rewriteIndexTables, type IndexItem } from '../fhir/search/index-writer.js';
@@ -25,7 +25,11 @@ export interface IndexBackfillOptions {
   pauseMs?: number;
   /** How often to look again while another process holds a backfill (default: the lease). */
   pollMs?: number;
-  log?: { info(obj: unknown, msg: string): void; warn(obj: unknown, msg: string): void };
+  log?: {
+    info(obj: unknown, msg: string): void;
+    warn(obj: unknown, msg: string): void;
+    debug?(obj: unknown, msg: string): void;
+  };
   /** Test hook: awaited after each committed batch. */
   afterBatch?: (table: string, checkpoint: number) => Promise<void>;
 }
@@ -71,6 +75,11 @@ async function pendingCount(db: Queryable): Promise<number> {
 
 class LeaseLost extends Error {}
 
+/** SQLSTATE of a row lock that NOWAIT could not take. */
+const LOCK_NOT_AVAILABLE = '55P03';
+/** Tries of a batch whose resources a writer holds (about 10 s of waiting in all) before it is left for later. */
+const LOCK_RETRIES = 30;
+
 export function createIndexBackfill(opts: IndexBackfillOptions): IndexBackfill {
   const { db } = opts;
   const worker = randomUUID();
@@ -107,12 +116,13 @@ export function createIndexBackfill(opts: IndexBackfillOptions): IndexBackfill {
       );
       if (mine.rowCount === 0) throw new LeaseLost();
       const type = row.resource_type;
-      // FOR SHARE: a concurrent update of one of these resources waits for this batch (or this batch for it, then
-      // reads its new content), so the rows written are those of the current version.
+      // FOR SHARE: a concurrent update of one of these resources waits for this short batch, so the rows written are
+      // those of the current version. NOWAIT: when a writer holds one of them, this batch fails at once and is tried
+      // again (see run), so the backfill never waits on a writer and can never be part of a deadlock with one.
       const r = await tx.query<{ rid: string | number; project_id: string; json: string }>(
         `SELECT rid, project_id, content::text AS json FROM resources
          WHERE rid > $1 AND rid <= $2 AND NOT deleted ${type ? 'AND resource_type = $4' : ''}
-         ORDER BY rid LIMIT $3 FOR SHARE`,
+         ORDER BY rid LIMIT $3 FOR SHARE NOWAIT`,
         [after, row.upto, batchSize, ...(type ? [type] : [])],
       );
       const items: (IndexItem & { rid: number })[] = r.rows.map((x) => ({
@@ -140,6 +150,22 @@ export function createIndexBackfill(opts: IndexBackfillOptions): IndexBackfill {
       );
       return { n: items.length, last: done ? -1 : last };
     });
+  }
+
+  /** A batch, tried again a few times while a writer holds one of its resources (a short wait each time). */
+  async function batchRetried(row: BackfillRow, after: number): Promise<{ n: number; last: number }> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await batch(row, after);
+      } catch (err) {
+        if (sqlState(err) !== LOCK_NOT_AVAILABLE || attempt >= LOCK_RETRIES || stopping) throw err;
+        opts.log?.debug?.(
+          { table: row.table_name, checkpoint: after, attempt },
+          `index backfill of ${row.table_name}: a writer holds one of the next resources; trying again`,
+        );
+        await new Promise((r) => setTimeout(r, 20 * attempt));
+      }
+    }
   }
 
   async function run(row: BackfillRow): Promise<void> {
@@ -177,7 +203,7 @@ export function createIndexBackfill(opts: IndexBackfillOptions): IndexBackfill {
           );
         return;
       }
-      const { n, last } = await batch(row, after);
+      const { n, last } = await batchRetried(row, after);
       count += n;
       if (last < 0) {
         const seconds = Math.round((Date.now() - startedAt) / 100) / 10;
