@@ -8,7 +8,12 @@ import { randomUUID } from 'node:crypto';
 import { sqlState, type Db, type Queryable } from '../storage/db.js';
 import type { Resource } from '../fhir/types.js';
 import { parseJson } from '../fhir/json/parse.js';
-import { INDEX_TABLES, rewriteIndexTables, type IndexItem } from '../fhir/search/index-writer.js';
+import {
+  INDEX_TABLES,
+  lockIndexRewrites,
+  rewriteIndexTables,
+  type IndexItem,
+} from '../fhir/search/index-writer.js';
 import type { SearchParamRegistry } from '../fhir/search/custom-registry.js';
 
 export interface IndexBackfillOptions {
@@ -115,6 +120,7 @@ export function createIndexBackfill(opts: IndexBackfillOptions): IndexBackfill {
         [row.table_name, worker, leaseMs, after],
       );
       if (mine.rowCount === 0) throw new LeaseLost();
+      await lockIndexRewrites(tx);
       const type = row.resource_type;
       // FOR SHARE: a concurrent update of one of these resources waits for this short batch, so the rows written are
       // those of the current version. NOWAIT: when a writer holds one of them, this batch fails at once and is tried

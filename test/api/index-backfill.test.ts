@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/storage/db.js';
 import { migrate } from '../../src/storage/migrate.js';
 import { openPostgres } from '../../src/storage/postgres.js';
-import { reindexResources } from '../../src/fhir/search/index-writer.js';
+import { lockIndexRewrites, reindexResources } from '../../src/fhir/search/index-writer.js';
 import { createIndexBackfill, type IndexBackfillOptions } from '../../src/jobs/index-backfill.js';
 import { createNamed, scopedClientToken, startTestApp, type TestApp } from '../support/app.js';
 import { openTestPostgres, testDatabases } from '../support/db.js';
@@ -304,6 +304,38 @@ describe.each(testDatabases())('index backfill after an upgrade on $name', (data
     expect(await snapshot(db)).toEqual(await canonical(db));
     expect(ids(await get(admin, 'Patient?_text=ibex'))).toEqual([id.okapi!]);
   });
+
+  // PGlite has one connection: a transaction held open there blocks every other query, the check below included.
+  it.runIf(database.name === 'postgres')(
+    'waits for a $reindex batch in progress (one rewrite of a row at a time)',
+    async () => {
+      await simulateUpgrade(db);
+      let release!: () => void;
+      const hold = new Promise<void>((r) => (release = r));
+      let locked!: () => void;
+      const isLocked = new Promise<void>((r) => (locked = r));
+      const reindexBatch = db2.transaction(async (tx) => {
+        await lockIndexRewrites(tx);
+        locked();
+        await hold;
+      });
+      await isLocked;
+      const a = createIndexBackfill({ db, batchSize: 2, pollMs: 50 });
+      a.start();
+      await new Promise((r) => setTimeout(r, 300));
+      const progress = async (): Promise<number> =>
+        Number(
+          (await db.query<{ n: string }>('SELECT sum(done_count) AS n FROM index_backfills')).rows[0]!.n,
+        );
+      expect(await progress()).toBe(0);
+      release();
+      await reindexBatch;
+      await a.finished;
+      await a.stop();
+      expect(await progress()).toBeGreaterThan(0);
+      expect(await snapshot(db)).toEqual(await canonical(db));
+    },
+  );
 
   it('refuses a backfill row that names a table other than an index table', async () => {
     const before = Number((await db.query<{ n: string }>('SELECT count(*) AS n FROM resources')).rows[0]!.n);
