@@ -110,7 +110,7 @@ export function createIndexBackfill(opts: IndexBackfillOptions): IndexBackfill {
       wake = done;
     });
 
-  /** One batch in one transaction; returns the rows written (0: nothing left), or throws LeaseLost. */
+  /** One batch in one transaction: the resources written and the new checkpoint (-1: the table is done); or LeaseLost. */
   async function batch(row: BackfillRow, after: number): Promise<{ n: number; last: number }> {
     return db.transaction(async (tx) => {
       // Locks the backfill row for the transaction and checks it is still ours at this checkpoint.
@@ -124,7 +124,7 @@ export function createIndexBackfill(opts: IndexBackfillOptions): IndexBackfill {
       const type = row.resource_type;
       // FOR SHARE: a concurrent update of one of these resources waits for this short batch, so the rows written are
       // those of the current version. NOWAIT: when a writer holds one of them, this batch fails at once and is tried
-      // again (see run), so the backfill never waits on a writer and can never be part of a deadlock with one.
+      // again (batchRetried), so the backfill never waits on a writer and can never be part of a deadlock with one.
       const r = await tx.query<{ rid: string | number; project_id: string; json: string }>(
         `SELECT rid, project_id, content::text AS json FROM resources
          WHERE rid > $1 AND rid <= $2 AND NOT deleted ${type ? 'AND resource_type = $4' : ''}
