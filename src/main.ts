@@ -24,6 +24,7 @@ import { localSignals, postgresSignals } from './storage/signals.js';
 import { openCache } from './storage/cache/index.js';
 import { fileStoreFor } from './storage/db-files.js';
 import { createJobRunner } from './jobs/runner.js';
+import { createIndexBackfill } from './jobs/index-backfill.js';
 import { createRetentionSweeper } from './jobs/retention.js';
 import { createAuditChain } from './audit/chain.js';
 import { createAuditMaintenance } from './audit/retention.js';
@@ -260,6 +261,7 @@ async function main(): Promise<void> {
     files,
     logger: log as unknown as FastifyBaseLogger,
   });
+  const searchParams = createSearchParamRegistry({ signals, shared: sharedConformance, log });
   const runner = createJobRunner({
     env: {
       db,
@@ -267,7 +269,7 @@ async function main(): Promise<void> {
       fhirBase,
       clock: () => new Date(),
       newId: randomUUID,
-      searchParams: createSearchParamRegistry({ signals, shared: sharedConformance, log }),
+      searchParams,
     },
     signals,
     kinds: defaultKinds({
@@ -280,6 +282,15 @@ async function main(): Promise<void> {
       viewExportMaxCells: config.viewExportMaxCells,
     }),
     concurrency: config.jobConcurrency,
+    leaseMs: config.jobLeaseSeconds * 1000,
+    pauseMs: config.jobPauseMs,
+    log,
+  });
+  // Index tables added by an upgrade are filled for older resources in the background, by the instances that run
+  // jobs, once across them (src/jobs/index-backfill.ts).
+  const backfill = createIndexBackfill({
+    db,
+    searchParams,
     leaseMs: config.jobLeaseSeconds * 1000,
     pauseMs: config.jobPauseMs,
     log,
@@ -314,6 +325,7 @@ async function main(): Promise<void> {
       await Promise.all([
         app.close(),
         runner.stop(),
+        backfill.stop(),
         retention.stop(),
         auditMaintenance.stop(),
         subscriptions.deliverer.stop(),
@@ -334,6 +346,7 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void stop('SIGTERM'));
   await app.listen({ port: config.port, host: config.host });
   runner.start();
+  if (config.jobConcurrency > 0) backfill.start();
   retention.start();
   auditMaintenance.start();
   subscriptions.deliverer.start();

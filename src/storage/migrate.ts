@@ -23,6 +23,7 @@ import * as m019 from './migrations/019-full-text.js';
 import * as m020 from './migrations/020-lastn.js';
 import * as m021 from './migrations/021-smart-launch.js';
 import * as m022 from './migrations/022-launch-fhir-context.js';
+import * as m023 from './migrations/023-index-backfill.js';
 
 export interface Migration {
   version: number;
@@ -53,6 +54,7 @@ export const MIGRATIONS: readonly Migration[] = [
   m020,
   m021,
   m022,
+  m023,
 ];
 
 const LOCK_KEY = 72_410_001;

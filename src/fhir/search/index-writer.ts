@@ -292,6 +292,7 @@ export async function reindexResources(
   extra?: ExtraIndex,
 ): Promise<number> {
   if (rids.length === 0) return 0;
+  await lockIndexRewrites(tx);
   const r = await tx.query<{ rid: number; json: string; project_id: string }>(
     'SELECT rid, project_id, content::text AS json FROM resources WHERE rid = ANY($1::bigint[]) AND NOT deleted',
     [rids],
@@ -319,3 +320,34 @@ export type ExtraIndex = (
   tx: Queryable,
   resources: readonly { projectId: string; resource: Resource }[],
 ) => Promise<readonly (readonly ExtractedValues[])[]>;
+
+/** Key of the transaction advisory lock that `$reindex` batches and index backfill batches take (see below). */
+const INDEX_REWRITE_LOCK = 72_410_023;
+
+/**
+ * Serialises, until the end of the transaction, the background rewrites of stored resources' index rows (`$reindex`
+ * and the index backfill, on every instance): two of them on the same resource at once would each delete the rows
+ * they see and both insert theirs, leaving the rows twice.
+ */
+export async function lockIndexRewrites(tx: Queryable): Promise<void> {
+  await tx.query('SELECT pg_advisory_xact_lock($1)', [INDEX_REWRITE_LOCK]);
+}
+
+/**
+ * Rewrites only the rows of the named index tables for the given resource versions (the index backfill after an
+ * upgrade, src/jobs/index-backfill.ts): their other tables are left as they are. One statement.
+ */
+export async function rewriteIndexTables(
+  tx: Queryable,
+  items: readonly (IndexItem & { rid: number })[],
+  tables: readonly string[],
+): Promise<void> {
+  if (items.length === 0) return;
+  for (const t of tables) if (!INDEX_TABLES.includes(t)) throw new Error(`not an index table: ${t}`);
+  const rows = collectRows(items);
+  for (const kind of [...rows.keys()]) if (!tables.includes(TABLES[kind].name)) rows.delete(kind);
+  const params: unknown[] = [items.map((i) => i.rid)];
+  const deletes = tables.map((tbl, i) => `d${i} AS (DELETE FROM ${tbl} WHERE rid = ANY($1::bigint[]))`);
+  const inserts = insertParts(rows, params).map((p, i) => `w${i} AS (${p})`);
+  await tx.query(`WITH ${[...deletes, ...inserts].join(', ')} SELECT 1`, params);
+}
