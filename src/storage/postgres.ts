@@ -118,12 +118,20 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   const withClient = async <T>(fn: (conn: Queryable, client: pg.PoolClient) => Promise<T>): Promise<T> => {
     const client = await connect();
     let broken = false;
+    // A checked-out client has no pool listener: a server that dies between two of its statements (the embedded
+    // PostgreSQL killed, say) emits 'error' here, which would otherwise be an uncaught exception ending the process.
+    // The next statement fails and is seen by fn; the connection is then destroyed.
+    const lost = (): void => {
+      broken = true;
+    };
+    client.on('error', lost);
     try {
       return await fn(
         wrap(client, (err) => (broken ||= isConnectionError(err))),
         client,
       );
     } finally {
+      client.removeListener('error', lost);
       client.release(broken);
     }
   };

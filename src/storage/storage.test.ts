@@ -69,6 +69,37 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(
       }
     });
 
+    it('survives a connection lost between two statements of a transaction: the transaction fails, the process lives', async () => {
+      const url = process.env.TEST_DATABASE_URL as string;
+      const db = await openPostgres(url, { max: 1 });
+      const killer = await openPostgres(url, { max: 1 });
+      const uncaught: unknown[] = [];
+      const onUncaught = (err: unknown): void => void uncaught.push(err);
+      process.on('uncaughtException', onUncaught);
+      try {
+        const failed = await db
+          .transaction(async (tx) => {
+            const pid = (await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+            await killer.query('SELECT pg_terminate_backend($1)', [pid]);
+            // The server's goodbye arrives while no statement runs: the client emits 'error' now.
+            await new Promise((r) => setTimeout(r, 300));
+            await tx.query('SELECT 1');
+          })
+          .then(
+            () => undefined,
+            (err: unknown) => err,
+          );
+        expect(failed).toBeInstanceOf(Error);
+        expect(uncaught).toEqual([]);
+        // The pool replaced the lost connection.
+        expect((await db.query<{ one: number }>('SELECT 1 AS one')).rows[0]?.one).toBe(1);
+      } finally {
+        process.removeListener('uncaughtException', onUncaught);
+        await db.close();
+        await killer.close();
+      }
+    });
+
     it('runs its sessions without parallel query, with or without a schema', async () => {
       const url = process.env.TEST_DATABASE_URL as string;
       for (const db of [

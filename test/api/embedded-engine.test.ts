@@ -137,7 +137,9 @@ describe('the embedded database', () => {
       let read = { status: 0, body: {} as Record<string, unknown> };
       while (!server.output().includes('"msg":"embedded PostgreSQL restarted"') || read.status !== 200) {
         if (Date.now() > deadline)
-          throw new Error(`no answer after the restart (last status ${read.status})`);
+          throw new Error(
+            `no answer after the restart (last status ${read.status}); the server's last lines:\n${server.output().slice(-4000)}`,
+          );
         await new Promise((r) => setTimeout(r, 200));
         read = await call('GET', `Patient/${id}`).catch(() => read);
       }
