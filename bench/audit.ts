@@ -21,7 +21,16 @@ import path from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { makePatient } from './patients.js';
-import { dropDatabase, freshDatabase, login, startServer, type RunningServer, batch } from './server.js';
+import {
+  dropDatabase,
+  freshDatabase,
+  login,
+  startServer,
+  type RunningServer,
+  batch,
+  quantityObservation,
+  type QuantityCode,
+} from './server.js';
 
 const PATIENTS = Number(process.env.AUDIT_PATIENTS ?? 2000);
 const OBS = Number(process.env.AUDIT_OBS ?? 5);
@@ -49,31 +58,13 @@ const CODES = [
 ] as const;
 
 function observation(patientId: string, i: number): Record<string, unknown> {
-  const [code, display, unit, base] = CODES[i % CODES.length] as (typeof CODES)[number];
-  const day = new Date(Date.UTC(2015, 0, 1) + ((i * 37) % 3000) * 86_400_000).toISOString();
-  return {
-    resourceType: 'Observation',
-    status: 'final',
-    category: [
-      {
-        coding: [
-          {
-            system: 'http://terminology.hl7.org/CodeSystem/observation-category',
-            code: 'vital-signs',
-          },
-        ],
-      },
-    ],
-    code: { coding: [{ system: 'http://loinc.org', code, display }], text: display },
-    subject: { reference: `Patient/${patientId}` },
-    effectiveDateTime: day,
-    valueQuantity: {
-      value: Math.round(base * (0.8 + (i % 40) / 100) * 10) / 10,
-      unit,
-      system: 'http://unitsofmeasure.org',
-      code: unit,
-    },
-  };
+  return quantityObservation({
+    patientId,
+    coding: CODES[i % CODES.length] as QuantityCode,
+    category: 'vital-signs',
+    effective: new Date(Date.UTC(2015, 0, 1) + ((i * 37) % 3000) * 86_400_000).toISOString(),
+    factor: 0.8 + (i % 40) / 100,
+  });
 }
 
 /** Loads the Patients and their Observations (the same on every server); answers the Patients' ids. */

@@ -27,7 +27,7 @@ import pg from 'pg';
 import { parseSearchRequest } from '../src/fhir/search/parse.js';
 import { searchSql } from '../src/fhir/search/sql.js';
 import { families, makePatient } from './patients.js';
-import { login, startServer, batch } from './server.js';
+import { login, startServer, batch, quantityObservation, type QuantityCode } from './server.js';
 
 const SIZES = (process.env.GROWTH_SIZES ?? '10000,100000,1000000').split(',').map(Number);
 const OBS = Number(process.env.GROWTH_OBS ?? 50);
@@ -67,32 +67,15 @@ const CODES = [
 ] as const;
 
 function makeObservation(patientId: string, i: number, k: number): Record<string, unknown> {
-  const [code, display, unit, base] = CODES[(i + k) % CODES.length] as (typeof CODES)[number];
-  const day = new Date(Date.UTC(2010, 0, 1) + ((i * 37 + k * 113) % 5000) * 86_400_000);
-  return {
-    resourceType: 'Observation',
-    status: 'final',
-    category: [
-      {
-        coding: [
-          {
-            system: 'http://terminology.hl7.org/CodeSystem/observation-category',
-            code: k % 2 ? 'laboratory' : 'vital-signs',
-          },
-        ],
-      },
-    ],
-    code: { coding: [{ system: 'http://loinc.org', code, display }], text: display },
-    subject: { reference: `Patient/${patientId}` },
-    effectiveDateTime: day.toISOString(),
-    issued: day.toISOString(),
-    valueQuantity: {
-      value: Math.round((base as number) * (0.8 + ((i * 13 + k) % 40) / 100) * 10) / 10,
-      unit,
-      system: 'http://unitsofmeasure.org',
-      code: unit,
-    },
-  };
+  const day = new Date(Date.UTC(2010, 0, 1) + ((i * 37 + k * 113) % 5000) * 86_400_000).toISOString();
+  return quantityObservation({
+    patientId,
+    coding: CODES[(i + k) % CODES.length] as QuantityCode,
+    category: k % 2 ? 'laboratory' : 'vital-signs',
+    effective: day,
+    issued: day,
+    factor: 0.8 + ((i * 13 + k) % 40) / 100,
+  });
 }
 
 async function inParallel(n: number, count: number, fn: (i: number) => Promise<void>): Promise<void> {

@@ -23,7 +23,15 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { makePatient } from './patients.js';
-import { batch, dropDatabase, freshDatabase, login, startServer } from './server.js';
+import {
+  batch,
+  dropDatabase,
+  freshDatabase,
+  login,
+  quantityObservation,
+  startServer,
+  type QuantityCode,
+} from './server.js';
 
 const SIZES = (process.env.LASTN_SIZES ?? '10,100,1000,10000').split(',').map(Number);
 const REQUESTS = Number(process.env.LASTN_REQUESTS ?? 200);
@@ -65,31 +73,14 @@ const effective = (i: number, of: number): string =>
   new Date(START + Math.floor((i * TEN_YEARS_MS) / of) + ((i * 7919) % 3600) * 1000).toISOString();
 
 function observation(patientId: string, i: number, of: number): Record<string, unknown> {
-  const [code, display, unit, base] = CODES[i % CODES.length] as (typeof VITALS)[number];
-  return {
-    resourceType: 'Observation',
-    status: 'final',
-    category: [
-      {
-        coding: [
-          {
-            system: 'http://terminology.hl7.org/CodeSystem/observation-category',
-            code: 'vital-signs',
-            display: 'Vital Signs',
-          },
-        ],
-      },
-    ],
-    code: { coding: [{ system: 'http://loinc.org', code, display }], text: display },
-    subject: { reference: `Patient/${patientId}` },
-    effectiveDateTime: effective(i, of),
-    valueQuantity: {
-      value: Math.round(base * (0.9 + (i % 20) / 100) * 10) / 10,
-      unit,
-      system: 'http://unitsofmeasure.org',
-      code: unit,
-    },
-  };
+  return quantityObservation({
+    patientId,
+    coding: CODES[i % CODES.length] as QuantityCode,
+    category: 'vital-signs',
+    categoryDisplay: 'Vital Signs',
+    effective: effective(i, of),
+    factor: 0.9 + (i % 20) / 100,
+  });
 }
 
 async function inParallel<T>(items: T[], n: number, fn: (item: T) => Promise<void>): Promise<void> {

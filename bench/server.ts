@@ -162,3 +162,44 @@ export async function batch(
     return e.response.location.split('/')[1] as string;
   });
 }
+
+/** A LOINC coding of a quantity the benches load: code, display, UCUM unit and a typical value. */
+export type QuantityCode = readonly [code: string, display: string, unit: string, base: number];
+
+/** A final Observation of `patientId` with a quantity near the code's typical value (`base × factor`). */
+export function quantityObservation(o: {
+  patientId: string;
+  coding: QuantityCode;
+  category: string;
+  categoryDisplay?: string;
+  effective: string;
+  issued?: string;
+  factor: number;
+}): Record<string, unknown> {
+  const [code, display, unit, base] = o.coding;
+  return {
+    resourceType: 'Observation',
+    status: 'final',
+    category: [
+      {
+        coding: [
+          {
+            system: 'http://terminology.hl7.org/CodeSystem/observation-category',
+            code: o.category,
+            ...(o.categoryDisplay ? { display: o.categoryDisplay } : {}),
+          },
+        ],
+      },
+    ],
+    code: { coding: [{ system: 'http://loinc.org', code, display }], text: display },
+    subject: { reference: `Patient/${o.patientId}` },
+    effectiveDateTime: o.effective,
+    ...(o.issued ? { issued: o.issued } : {}),
+    valueQuantity: {
+      value: Math.round(base * o.factor * 10) / 10,
+      unit,
+      system: 'http://unitsofmeasure.org',
+      code: unit,
+    },
+  };
+}
