@@ -213,7 +213,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   registerErrorHandler(app);
   await registerCors(app, config.corsOrigins);
-  registerContentTypes(app);
+  registerContentTypes(app, { xmlOffThread: (text) => csv.fhirpath.xml(text) });
   // Before authentication, so that a refused token is recorded too (API.md §10).
   if (config.audit) {
     const writer = createAuditWriter({

@@ -5,6 +5,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { fromXml, toXml } from '../../src/fhir/xml/index.js';
 import { stringifyJson } from '../../src/fhir/json/stringify.js';
+import { XML_INLINE_CHARS } from '../../src/http/plugins/content-types.js';
 import { testDatabases } from '../support/db.js';
 import { auditEvents, created, scopedClientToken, useProjectApp, type TestApp } from '../support/app.js';
 
@@ -379,6 +380,30 @@ describe.each(testDatabases())('FHIR XML on $name', (database) => {
     expect((await req('GET', 'Patient?_summary=count')).json().total).toBe(before);
     // The server is still answering.
     expect((await req('GET', 'Patient?_count=1')).statusCode).toBe(200);
+  });
+
+  it('reads a large XML body off the event loop, with the same result and the same refusals', async () => {
+    // Beyond XML_INLINE_CHARS the body is read by a worker thread: decimals still keep their text.
+    const entries = Array.from(
+      { length: 400 },
+      (_, i) =>
+        `<entry><resource>${OBSERVATION_XML.replace(/^<\?xml[^>]*>\s*/, '').replace('<value value="70.50"/>', `<value value="70.5${i}0"/>`)}</resource>` +
+        '<request><method value="POST"/><url value="Observation"/></request></entry>',
+    ).join('');
+    const bundle = `<Bundle ${F}><type value="transaction"/>${entries}</Bundle>`;
+    expect(bundle.length).toBeGreaterThan(XML_INLINE_CHARS);
+    const tx = await req('POST', '', { body: bundle });
+    expect(tx.statusCode, tx.body).toBe(200);
+    const location = tx.json().entry[7].response.location as string;
+    const stored = await req('GET', location.split('/_history')[0] as string);
+    expect(stored.body).toContain('"value":70.570');
+    // A large body with an unknown element at its very end answers as a small one does.
+    const bad = `<Bundle ${F}><type value="transaction"/>${entries}<nickname value="x"/></Bundle>`;
+    const res = await req('POST', '', { body: bad });
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json().issue[0].details.text).toMatch(/Unknown element 'nickname'/);
+    const broken = await req('POST', '', { body: bundle.slice(0, -3) });
+    expect(broken.statusCode, broken.body).toBe(400);
   });
 
   it('keeps non-FHIR answers as they are: raw Binary content for application/xml', async () => {

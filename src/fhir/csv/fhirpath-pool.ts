@@ -33,6 +33,8 @@ export interface FhirpathPool {
    * text; its FhirErrors (400, 413, 422) come back as they are, and 422 too-costly beyond the deadline.
    */
   patch(resource: string, parameters: string): Promise<string>;
+  /** The JSON text of a FHIR XML body (fromXml); its FhirError 400s come back as they are. */
+  xml(text: string): Promise<string>;
   /** Terminates the workers; tasks still waiting fail. */
   close(): Promise<void>;
 }
@@ -75,29 +77,41 @@ interface Slot {
 }
 
 const tooCostly = (task: WorkerTask, why: string): FhirError =>
-  task.kind === 'fhirpath-patch'
-    ? new FhirError('too-costly', `The FHIRPath Patch is too costly: ${why}`, 'fhirpatch.too-costly')
-    : task.kind === 'view-check' || task.kind === 'view-rows'
-      ? new FhirError(
-          'too-costly',
-          `The ViewDefinition's FHIRPath is too costly: ${why}`,
-          'views.fhirpath-too-costly',
-        )
-      : new FhirError('too-costly', `The _fields FHIRPath is too costly: ${why}`, 'csv.fhirpath-too-costly');
+  task.kind === 'xml'
+    ? new FhirError('too-costly', `The XML body is too costly to read: ${why}`, 'xml.too-costly', {
+        status: 413,
+      })
+    : task.kind === 'fhirpath-patch'
+      ? new FhirError('too-costly', `The FHIRPath Patch is too costly: ${why}`, 'fhirpatch.too-costly')
+      : task.kind === 'view-check' || task.kind === 'view-rows'
+        ? new FhirError(
+            'too-costly',
+            `The ViewDefinition's FHIRPath is too costly: ${why}`,
+            'views.fhirpath-too-costly',
+          )
+        : new FhirError(
+            'too-costly',
+            `The _fields FHIRPath is too costly: ${why}`,
+            'csv.fhirpath-too-costly',
+          );
 
 /** A task whose data the structured clone of `postMessage` refused: too deep, too large, or not plain data. */
 const unsendable = (task: WorkerTask, err: unknown): FhirError =>
-  task.kind === 'fhirpath-patch'
-    ? new FhirError(
-        'too-costly',
-        `The FHIRPath Patch cannot be passed to the FHIRPath worker: ${String((err as Error)?.message ?? err).slice(0, 200)}`,
-        'fhirpatch.unsendable',
-      )
-    : new FhirError(
-        'too-costly',
-        `The ${task.kind === 'view-check' || task.kind === 'view-rows' ? 'ViewDefinition' : '_fields request'} cannot be passed to the FHIRPath worker: ${String((err as Error)?.message ?? err).slice(0, 200)}`,
-        task.kind === 'view-check' || task.kind === 'view-rows' ? 'views.unsendable' : 'csv.unsendable',
-      );
+  task.kind === 'xml'
+    ? new FhirError('too-costly', 'The XML body cannot be passed to the parsing worker', 'xml.unsendable', {
+        status: 413,
+      })
+    : task.kind === 'fhirpath-patch'
+      ? new FhirError(
+          'too-costly',
+          `The FHIRPath Patch cannot be passed to the FHIRPath worker: ${String((err as Error)?.message ?? err).slice(0, 200)}`,
+          'fhirpatch.unsendable',
+        )
+      : new FhirError(
+          'too-costly',
+          `The ${task.kind === 'view-check' || task.kind === 'view-rows' ? 'ViewDefinition' : '_fields request'} cannot be passed to the FHIRPath worker: ${String((err as Error)?.message ?? err).slice(0, 200)}`,
+          task.kind === 'view-check' || task.kind === 'view-rows' ? 'views.unsendable' : 'csv.unsendable',
+        );
 
 // Nothing a worker, its messages or this pool do may reach the process as an uncaught exception or an unhandled
 // rejection (issue 25 point 1: a deep view once made `postMessage` throw inside the worker's 'message' handler,
@@ -206,7 +220,7 @@ export function createFhirpathPool(opts: FhirpathPoolOptions): FhirpathPool {
         task.reject(
           tooCostly(
             task.message,
-            `it ran longer than the limit of ${opts.timeoutMs} ms (fhirpathTimeout); simplify the expression`,
+            `it ran longer than the limit of ${opts.timeoutMs} ms (fhirpathTimeout); ${task.message.kind === 'xml' ? 'send it as JSON or in smaller parts' : 'simplify the expression'}`,
           ),
         );
         pump();
@@ -285,6 +299,10 @@ export function createFhirpathPool(opts: FhirpathPoolOptions): FhirpathPool {
     },
     async patch(resource, parameters) {
       const reply = await run({ kind: 'fhirpath-patch', resource, parameters });
+      return (reply as { result: string }).result;
+    },
+    async xml(text) {
+      const reply = await run({ kind: 'xml', text });
       return (reply as { result: string }).result;
     },
     async close() {

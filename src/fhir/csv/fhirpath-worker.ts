@@ -9,17 +9,20 @@ import { checkColumns, evaluateRows, InvalidEntry, type SlowColumn } from './fhi
 import { parseJson } from '../json/parse.js';
 import { stringifyJson } from '../json/stringify.js';
 import { applyFhirpathPatch } from '../patch/fhirpath-patch.js';
+import { fromXml } from '../xml/index.js';
 
 /**
  * `check`/`rows`: `$csv` `_fields` entries. `view-check`/`view-rows`: a ViewDefinition (views/worker-tasks.ts).
  * `fhirpath-patch`: a FHIRPath Patch applied to a resource (JSON texts, so that decimals keep their written form).
+ * `xml`: a large FHIR XML request body turned into its JSON text (http/plugins/content-types.ts).
  */
 export type WorkerTask =
   | { kind: 'check'; resourceType: string; columns: SlowColumn[] }
   | { kind: 'rows'; resourceType: string; columns: SlowColumn[]; jsons: string[] }
   | { kind: 'view-check'; view: unknown }
   | { kind: 'view-rows'; view: unknown; jsons: string[] }
-  | { kind: 'fhirpath-patch'; resource: string; parameters: string };
+  | { kind: 'fhirpath-patch'; resource: string; parameters: string }
+  | { kind: 'xml'; text: string };
 
 /** A FhirError thrown in the worker, sent as data and thrown again by the pool. */
 export interface SentFhirError {
@@ -49,6 +52,8 @@ function perform(task: WorkerTask): unknown {
       return stringifyJson(
         applyFhirpathPatch(parseJson(task.resource) as Record<string, unknown>, parseJson(task.parameters)),
       );
+    case 'xml':
+      return stringifyJson(fromXml(task.text));
   }
 }
 
