@@ -272,6 +272,30 @@ for (const database of testDatabases()) {
       });
     });
 
+    describe('when the metrics cannot be gathered (a cluster whose primary does not answer)', () => {
+      let t: TestApp;
+      beforeAll(async () => {
+        t = await startTestApp(
+          database,
+          { metricsToken: TOKEN },
+          { metricsScrape: () => Promise.reject(new Error('the primary did not answer')) },
+        );
+      });
+      afterAll(async () => t?.close());
+
+      it('answers 503 with an OperationOutcome, and still 401 without the token', async () => {
+        const res = await t.request({
+          method: 'GET',
+          url: '/metrics',
+          token: null,
+          headers: { authorization: `Bearer ${TOKEN}` },
+        });
+        expectOutcome(res, 503, 'transient');
+        expect(res.body).toContain('the primary did not answer');
+        expectOutcome(await t.request({ method: 'GET', url: '/metrics', token: null }), 401, 'login');
+      });
+    });
+
     describe('with the job runner and the deliverer', () => {
       let t: TestApp;
       const metrics = createMetrics({ processMetrics: false });

@@ -88,6 +88,8 @@ export interface TestAppExtras {
   auditMirror?: (line: string) => void;
   /** The app's metrics (kept when `metricsToken` is set), shared with the job runner and the deliverer. */
   metrics?: Metrics;
+  /** The text of a metrics scrape (default: the app's metrics). */
+  metricsScrape?: () => Promise<string>;
   /** Start a job runner with these options. */
   jobs?: Partial<Pick<RunnerOptions, 'afterChunk' | 'leaseMs' | 'pollMs' | 'concurrency' | 'maxAttempts'>> & {
     exportPageSize?: number;
@@ -157,6 +159,7 @@ export async function startTestApp(
     ...(extras.clock ? { clock: extras.clock } : {}),
     ...(extras.auditMirror ? { auditMirror: extras.auditMirror } : {}),
     ...(extras.metrics ? { metrics: extras.metrics } : {}),
+    ...(extras.metricsScrape ? { metricsScrape: extras.metricsScrape } : {}),
   });
   let runner: JobRunner | undefined;
   let retention: RetentionSweeper | undefined;

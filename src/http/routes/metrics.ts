@@ -34,7 +34,14 @@ export function metricsRoutes(app: FastifyInstance, deps: MetricsRouteDeps): voi
           'metrics.token',
           { status: 401, headers: { 'www-authenticate': 'Bearer realm="metrics"' } },
         );
-      const text = await deps.scrape();
+      const text = await deps.scrape().catch((err: unknown) => {
+        // In a cluster: the primary or a worker did not answer in time; the scraper tries again at its next interval.
+        throw new FhirError(
+          'transient',
+          `The metrics could not be gathered: ${err instanceof Error ? err.message : String(err)}`,
+          'metrics.unavailable',
+        );
+      });
       return reply.header('content-type', deps.contentType).header('cache-control', 'no-store').send(text);
     },
   );
