@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabases } from '../support/db.js';
 import { created, startTestApp, type TestApp } from '../support/app.js';
-import { startExport, waitForJob } from '../support/jobs.js';
+import { jobIdOf, kickOff, startExport, waitForJob } from '../support/jobs.js';
 import { createMetrics, QUEUE_CACHE_MS, type Metrics } from '../../src/metrics/metrics.js';
 
 const TOKEN = 'metrics-token-0123456789-abcdefghijklmnop';
@@ -338,6 +338,32 @@ for (const database of testDatabases()) {
         expect(sample(text, 'cinder_subscription_delivery_lag_seconds_count')).toBe(3);
         expect(sample(text, 'cinder_subscription_delivery_lag_seconds_sum')).toBeGreaterThanOrEqual(0);
         expect(text).not.toContain('process_resident_memory_bytes');
+      });
+
+      it('counts the rows view exports wrote', async () => {
+        const p = await t.newProject();
+        for (const family of ['Ash', 'Birch'])
+          await created(t, p.adminToken, { resourceType: 'Patient', name: [{ family }] });
+        const before =
+          sample(await metrics.scrape(), 'cinder_job_output_total', { kind: 'view-export', unit: 'rows' }) ??
+          0;
+        const view = {
+          resourceType: 'ViewDefinition',
+          name: 'families',
+          resource: 'Patient',
+          select: [{ column: [{ name: 'family', path: 'name.first().family', type: 'string' }] }],
+        };
+        const id = jobIdOf(
+          await kickOff(t, p.adminToken, '$viewdefinition-export', {
+            parameter: [{ name: 'view', part: [{ name: 'viewResource', resource: view }] }],
+          }),
+        );
+        expect((await waitForJob(t, id, p.adminToken)).status).toBe('completed');
+        const after = sample(await metrics.scrape(), 'cinder_job_output_total', {
+          kind: 'view-export',
+          unit: 'rows',
+        });
+        expect(after).toBe(before + 2);
       });
     });
   });
