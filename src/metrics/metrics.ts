@@ -17,7 +17,6 @@ export const QUEUE_CACHE_MS = 5000;
 /** Undelivered subscription events counted at most (the count walks only undelivered rows, and at most this many). */
 export const PENDING_EVENTS_CAP = 100_000;
 
-
 export interface Metrics {
   readonly registry: client.Registry;
   /** One answered request: its method, its route pattern (undefined: no route matched), status and seconds. */
