@@ -42,6 +42,12 @@ import type { SharedSet, Terminology } from './fhir/conformance/model.js';
 import { createSharedSet } from './fhir/conformance/shared-set.js';
 import { createSearchParamRegistry } from './fhir/search/custom-registry.js';
 import { JOBS_CHANNEL } from './jobs/queue.js';
+import cluster from 'node:cluster';
+import { createMetrics, type Metrics } from './metrics/metrics.js';
+import { observeDb } from './storage/observed-db.js';
+import { registerHttpMetrics } from './http/plugins/http-metrics.js';
+import { metricsRoutes } from './http/routes/metrics.js';
+import { clusterScrape } from './http/metrics-cluster.js';
 
 /** Writes that may change who a token's login is: auth resource types, and any Bundle (it may hold them). */
 function changesPrincipals(url: string): boolean {
@@ -105,10 +111,21 @@ export interface AppDeps {
   websocketLimits?: Partial<WsLimits>;
   /** Where `auditLog: stdout` writes each AuditEvent's line (default: standard output); tests read it. */
   auditMirror?: (line: string) => void;
+  /**
+   * The metrics of this process (src/metrics), kept only when `config.metricsToken` is set; main shares them with the
+   * job runner and the subscription deliverer. Default: the app's own.
+   */
+  metrics?: Metrics;
+  /** The text of a metrics scrape; default: this process's metrics, or the cluster's aggregate in a cluster worker. */
+  metricsScrape?: () => Promise<string>;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
-  const { config, db } = deps;
+  const { config } = deps;
+  // Metrics only when the operator asked for them: otherwise nothing is timed or counted.
+  const metrics = config.metricsToken ? (deps.metrics ?? createMetrics()) : undefined;
+  const observed = metrics ? observeDb(deps.db, metrics.dbObserver('request')) : undefined;
+  const db = observed ?? deps.db;
   const clock = deps.clock ?? (() => new Date());
   const newId = deps.newId ?? randomUUID;
   const app = Fastify({
@@ -160,6 +177,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...(log ? { log } : {}),
   });
   registerRequestLog(app, config.requestLog);
+  if (metrics) registerHttpMetrics(app, metrics);
   const sockets = deps.subscriptionSockets ?? subscriptions.hub;
   const wsUrl = websocketUrl(config.baseUrl);
   const bindingTokens = createBindingTokens(deps.keys, config.baseUrl, wsUrl);
@@ -226,6 +244,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // A graceful stop (SIGTERM closes the app) stores what is buffered.
     app.addHook('onClose', () => writer.close());
     app.decorate('flushAudit', () => writer.flush());
+    metrics?.watchAuditBacklog(() => writer.buffered());
     registerAudit(app, { writer, env: { newId, clock, server: { fhirBase, baseUrl: config.baseUrl } } });
   }
   registerAuth(app, auth);
@@ -235,6 +254,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     limits: config.rateLimit,
   });
   healthRoutes(app, { db, cache: deps.cache });
+  if (metrics && observed && config.metricsToken) {
+    metrics.watchPool('request', observed);
+    metrics.watchQueues(db);
+    metricsRoutes(app, {
+      token: config.metricsToken,
+      scrape:
+        deps.metricsScrape ?? (cluster.isWorker ? clusterScrape(metrics.registry) : () => metrics.scrape()),
+      contentType: metrics.contentType,
+    });
+  }
   wellKnownRoutes(app, { keys: deps.keys, baseUrl: config.baseUrl });
   oauthRoutes(app, auth, { loginGuard, baseUrl: config.baseUrl });
   adminRoutes(app, { db, clock, newId, fhirBase, membershipsChanged: () => auth.principals.changed() });

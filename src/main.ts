@@ -34,6 +34,8 @@ import { createSubscriptionEngine } from './fhir/subscriptions/engine.js';
 import { createSearchParamRegistry } from './fhir/search/custom-registry.js';
 import { createCsvRuntime } from './fhir/csv/runtime.js';
 import type { SharedSet } from './fhir/conformance/model.js';
+import { createMetrics } from './metrics/metrics.js';
+import { observeDb } from './storage/observed-db.js';
 import { createSharedSet } from './fhir/conformance/shared-set.js';
 
 /** The embedded database of `dataDir`: PostgreSQL binaries by default, PGlite when configured (or moved from). */
@@ -202,6 +204,11 @@ async function main(): Promise<void> {
     throw err;
   }
   const fhirBase = `${config.baseUrl}fhir/R4`;
+  // Metrics (config metricsToken, src/metrics): the app times the requests' pool; the jobs' pool is timed here.
+  const metrics = config.metricsToken ? createMetrics() : undefined;
+  const observedJobs = metrics ? observeDb(db, metrics.dbObserver('jobs')) : undefined;
+  const jobsDb = observedJobs ?? db;
+  if (observedJobs && requestDb !== db) metrics?.watchPool('jobs', observedJobs);
   const boot = await ensureSuperAdmin(
     db,
     { clock: () => new Date(), newId: randomUUID, fhirBase },
@@ -239,14 +246,17 @@ async function main(): Promise<void> {
   const csv = createCsvRuntime({ fhirpathTimeout: config.fhirpathTimeout });
   // Subscriptions: the delivery workers use the jobs' pool (no statement timeout).
   const subscriptions = createSubscriptionEngine({
-    workerDb: db,
+    workerDb: jobsDb,
     signals,
     fhirBase,
     allowedOutboundHosts: config.allowedOutboundHosts,
     maxSubscriptionsPerProject: config.maxSubscriptionsPerProject,
     log,
     // A delivery's lease is a job's: a deliverer that died gives its subscriptions back after jobLeaseSeconds.
-    delivery: { leaseMs: config.jobLeaseSeconds * 1000 },
+    delivery: {
+      leaseMs: config.jobLeaseSeconds * 1000,
+      ...(metrics ? { onDelivered: metrics.subscriptionDelivered } : {}),
+    },
   });
   const app = await buildApp({
     subscriptions,
@@ -260,16 +270,18 @@ async function main(): Promise<void> {
     counters: cache,
     files,
     logger: log as unknown as FastifyBaseLogger,
+    ...(metrics ? { metrics } : {}),
   });
   const searchParams = createSearchParamRegistry({ signals, shared: sharedConformance, log });
   const runner = createJobRunner({
     env: {
-      db,
+      db: jobsDb,
       files,
       fhirBase,
       clock: () => new Date(),
       newId: randomUUID,
       searchParams,
+      ...(metrics ? { wrote: metrics.jobWrote } : {}),
     },
     signals,
     kinds: defaultKinds({
@@ -289,7 +301,7 @@ async function main(): Promise<void> {
   // Index tables added by an upgrade are filled for older resources in the background, by the instances that run
   // jobs, once across them (src/jobs/index-backfill.ts).
   const backfill = createIndexBackfill({
-    db,
+    db: jobsDb,
     searchParams,
     leaseMs: config.jobLeaseSeconds * 1000,
     pauseMs: config.jobPauseMs,
@@ -297,13 +309,13 @@ async function main(): Promise<void> {
   });
   // Every instance sweeps; the sweep is safe to run concurrently (src/jobs/retention.ts).
   const retention = createRetentionSweeper({
-    env: { db, files, fhirBase, clock: () => new Date(), newId: randomUUID },
+    env: { db: jobsDb, files, fhirBase, clock: () => new Date(), newId: randomUUID },
     retentionSeconds: config.exportRetention,
     log,
   });
   // Every instance seals audit chains and applies auditRetention; both are safe concurrently (src/audit/retention.ts).
   const auditMaintenance = createAuditMaintenance({
-    db,
+    db: jobsDb,
     clock: () => new Date(),
     retentionSeconds: config.auditRetention,
     chain: createAuditChain(db),

@@ -71,6 +71,8 @@ export interface AuditWriter {
   flush(): Promise<void>;
   /** Stops the timer and stores what is left. */
   close(): Promise<void>;
+  /** Rows held in memory, not yet stored (metrics: the audit backlog). */
+  buffered(): number;
 }
 
 export interface AuditWriterOptions {
@@ -165,6 +167,7 @@ export function createAuditWriter(opts: AuditWriterOptions): AuditWriter {
     },
     stored: mirror,
     flush: run,
+    buffered: () => buffer.length,
     async close() {
       closed = true;
       await run();

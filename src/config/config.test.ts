@@ -51,6 +51,18 @@ describe('configuration', () => {
     );
   });
 
+  it('keeps no metrics by default; metricsToken (METRICS_TOKEN) turns them on, 32 characters at least, no spaces', () => {
+    expect(parseConfig({}).metricsToken).toBeUndefined();
+    const token = 'm'.repeat(32);
+    expect(loadConfig([], { METRICS_TOKEN: token }).metricsToken).toBe(token);
+    expect(() => parseConfig({ metricsToken: 'm'.repeat(31) })).toThrow(
+      /^Invalid configuration: metricsToken: /,
+    );
+    expect(() => parseConfig({ metricsToken: `${token} x` })).toThrow(
+      /^Invalid configuration: metricsToken: /,
+    );
+  });
+
   it('caps raw Binary uploads at binaryMaxBytes (BINARY_MAX_BYTES), 50 MiB by default, at least 1', () => {
     expect(parseConfig({}).binaryMaxBytes).toBe(50 * 1024 * 1024);
     expect(loadConfig([], { BINARY_MAX_BYTES: '1024' }).binaryMaxBytes).toBe(1024);

@@ -165,6 +165,11 @@ export const configSchema = z
     fhirpathTimeout: z.coerce.number().int().min(100).max(600_000).default(10_000),
     /** PostgreSQL statement_timeout of request queries in milliseconds (0: none); beyond it the request answers 503. */
     statementTimeout: z.coerce.number().int().min(0).max(600_000).default(25_000),
+    /**
+     * The bearer token of `GET {base}metrics` (Prometheus text; docs: src/http/routes/metrics.ts). Unset: no metrics
+     * are kept and the route answers 404. At least 32 characters.
+     */
+    metricsToken: z.string().min(32).max(1000).regex(/^\S+$/, 'must not contain spaces').optional(),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     /** One `request completed` line (info) per request: for every request, only for 4xx/5xx answers, or none. */
     requestLog: z.enum(['all', 'errors', 'none']).default('all'),
@@ -203,6 +208,7 @@ const ENV_KEYS: Record<string, string> = {
   MAX_SUBSCRIPTIONS_PER_PROJECT: 'maxSubscriptionsPerProject',
   AUDIT_RETENTION: 'auditRetention',
   AUDIT_LOG: 'auditLog',
+  METRICS_TOKEN: 'metricsToken',
 };
 
 /** Validates raw input; a bad value throws one ConfigError line naming the key. */

@@ -15,6 +15,8 @@ export interface JobEnv {
   newId: () => string;
   /** Custom search parameters (API.md §9), which a reindex writes beside the built-in ones; absent: none. */
   searchParams?: SearchParamRegistry;
+  /** Told what an export step wrote: resources (`export`) or rows (`view-export`), for metrics; absent: not told. */
+  wrote?(kind: 'export' | 'view-export', count: number): void;
 }
 
 export interface StepResult<S> {

@@ -23,8 +23,17 @@ export interface Queryable {
   ): Promise<QueryResult<T>>;
 }
 
+/** Connections of a pool at one moment (metrics): open ones, idle ones, and callers waiting for one. */
+export interface PoolStats {
+  total: number;
+  idle: number;
+  waiting: number;
+}
+
 export interface Db extends Queryable {
   readonly kind: 'pglite' | 'postgres';
+  /** The pool's connections now (PostgreSQL); absent where there is no pool (PGlite's single connection). */
+  stats?(): PoolStats;
   /** Runs `fn` inside BEGIN/COMMIT on one connection; ROLLBACK when it throws. */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   /** Runs `fn` on one dedicated connection outside a transaction (advisory locks, LISTEN). */

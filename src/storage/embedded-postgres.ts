@@ -586,6 +586,7 @@ export async function startEmbeddedPostgres(
       };
       const db: Db = {
         kind: 'postgres',
+        ...(base.stats ? { stats: base.stats } : {}),
         query: base.query,
         transaction: base.transaction,
         session: base.session,

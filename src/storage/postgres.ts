@@ -137,6 +137,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   };
   return {
     kind: 'postgres',
+    stats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     query: base.query,
     async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
       return withClient(async (conn) => {

@@ -26,6 +26,7 @@ import { createSharedSet } from '../../src/fhir/conformance/shared-set.js';
 import { createSearchParamRegistry } from '../../src/fhir/search/custom-registry.js';
 import type { SocketHub, SocketLimits } from '../../src/fhir/subscriptions/socket-hub.js';
 import type { WsLimits } from '../../src/http/routes/subscription-ws.js';
+import type { Metrics } from '../../src/metrics/metrics.js';
 
 export const ADMIN_CLIENT_ID = 'test-admin-client';
 export const ADMIN_CLIENT_SECRET = 'test-admin-secret-0123456789';
@@ -85,6 +86,10 @@ export interface TestAppExtras {
   websocketLimits?: Partial<WsLimits>;
   /** Where `auditLog: stdout` writes each AuditEvent line (default: standard output). */
   auditMirror?: (line: string) => void;
+  /** The app's metrics (kept when `metricsToken` is set), shared with the job runner and the deliverer. */
+  metrics?: Metrics;
+  /** The text of a metrics scrape (default: the app's metrics). */
+  metricsScrape?: () => Promise<string>;
   /** Start a job runner with these options. */
   jobs?: Partial<Pick<RunnerOptions, 'afterChunk' | 'leaseMs' | 'pollMs' | 'concurrency' | 'maxAttempts'>> & {
     exportPageSize?: number;
@@ -125,7 +130,11 @@ export async function startTestApp(
     allowedOutboundHosts: config.allowedOutboundHosts,
     maxSubscriptionsPerProject: config.maxSubscriptionsPerProject,
     ...(extras.logger ? { log: extras.logger } : {}),
-    delivery: { pollMs: 50, ...extras.deliver },
+    delivery: {
+      pollMs: 50,
+      ...(extras.metrics ? { onDelivered: extras.metrics.subscriptionDelivered } : {}),
+      ...extras.deliver,
+    },
     ...(extras.socketLimits ? { socketLimits: extras.socketLimits } : {}),
   });
   if (extras.deliver) subscriptions.deliverer.start();
@@ -149,6 +158,8 @@ export async function startTestApp(
     ...(extras.logger ? { logger: extras.logger } : {}),
     ...(extras.clock ? { clock: extras.clock } : {}),
     ...(extras.auditMirror ? { auditMirror: extras.auditMirror } : {}),
+    ...(extras.metrics ? { metrics: extras.metrics } : {}),
+    ...(extras.metricsScrape ? { metricsScrape: extras.metricsScrape } : {}),
   });
   let runner: JobRunner | undefined;
   let retention: RetentionSweeper | undefined;
@@ -165,6 +176,7 @@ export async function startTestApp(
           signals,
           shared: sharedConformance,
         }),
+        ...(extras.metrics ? { wrote: extras.metrics.jobWrote } : {}),
       },
       signals,
       // Small pages, one per step: jobs stay running long enough for tests to act on them.

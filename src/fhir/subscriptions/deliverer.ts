@@ -39,6 +39,8 @@ export interface DelivererOptions {
   retryWindowMs?: number;
   /** Deadline of one rest-hook call (API.md: 10 s). */
   timeoutMs?: number;
+  /** Told, for each event notification delivered, the seconds since its event was recorded (metrics). */
+  onDelivered?: (lagSeconds: number) => void;
 }
 
 export interface Deliverer {
@@ -175,7 +177,13 @@ export function createDeliverer(opts: DelivererOptions): Deliverer {
   }
 
   async function delivered(state: StateRow, row: EventRow): Promise<void> {
-    await db.query(`UPDATE subscription_events SET delivered_at = now() WHERE seq = $1`, [row.seq]);
+    const done = await db.query<{ lag: number }>(
+      `UPDATE subscription_events SET delivered_at = now() WHERE seq = $1
+       RETURNING extract(epoch FROM now() - created_at)::float8 AS lag`,
+      [row.seq],
+    );
+    const lag = done.rows[0]?.lag;
+    if (opts.onDelivered && row.kind === 'event-notification' && lag !== undefined) opts.onDelivered(lag);
     await db.query(
       `UPDATE subscription_state SET delivered_count = greatest(delivered_count, coalesce($2::bigint, 0)),
          last_delivery_at = now(), last_sent_at = now(), attempts = 0, first_failure_at = NULL,

@@ -176,6 +176,7 @@ export function exportKind(opts: ExportKindOptions = {}): JobKind<ExportState> {
       const written = chunk.length - (errors.length - before);
       f.count += written;
       s.total += written;
+      env.wrote?.('export', written);
     } while (done < rows.length);
     await addErrors(env, job, s, errors);
   }

@@ -167,6 +167,7 @@ export function viewExportKind(opts: ViewExportKindOptions = {}): JobKind<ViewEx
           if (chunk !== '') f.size = await env.files.append(workKey, chunk);
           f.count += rows.length;
           s.total += rows.length;
+          env.wrote?.('view-export', rows.length);
         }
         if (found.length > 0) s.after = Number(found[found.length - 1]?.rid);
         if (found.length < pageSize) {
