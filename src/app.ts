@@ -14,6 +14,8 @@ import { limitConnectionsPerClient } from './http/plugins/connection-limit.js';
 import { clientErrorHandler, registerErrorHandler } from './http/plugins/errors.js';
 import { registerLoginGuard } from './http/plugins/rate-limit.js';
 import { contextLogger, registerRequestLog } from './http/plugins/request-log.js';
+import { registerReadRouting } from './http/plugins/read-routing.js';
+import { primaryOnly, type ReadRouter } from './storage/replicas.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { consoleRoutes } from './http/routes/console.js';
 import { fhirRoutes } from './http/routes/fhir.js';
@@ -105,6 +107,8 @@ export interface AppDeps {
   websocketLimits?: Partial<WsLimits>;
   /** Where `auditLog: stdout` writes each AuditEvent's line (default: standard output); tests read it. */
   auditMirror?: (line: string) => void;
+  /** Read replicas (config databaseReadUrls, storage/replicas.ts); main builds it. Default: every read on `db`. */
+  reads?: ReadRouter;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -229,6 +233,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     registerAudit(app, { writer, env: { newId, clock, server: { fhirBase, baseUrl: config.baseUrl } } });
   }
   registerAuth(app, auth);
+  const reader = registerReadRouting(app, deps.reads ?? primaryOnly(db));
   app.decorate('largeBodies', registerLargeBodyLimit(app, deps.largeBodies ?? LARGE_BODIES));
   const loginGuard = await registerLoginGuard(app, {
     counters: deps.counters ?? createMemoryCache({ max: 10_000 }),
@@ -259,6 +264,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         csv,
         wsBinding: { tokens: bindingTokens, url: wsUrl },
         conformance,
+        reader,
       });
       jobRoutes(f, {
         db,
@@ -270,6 +276,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       });
       fhirRoutes(f, {
         db,
+        reader,
         clock,
         newId,
         fhirBase,

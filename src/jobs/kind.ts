@@ -5,6 +5,7 @@ import type { FileStore } from '../storage/files.js';
 import type { Resource } from '../fhir/types.js';
 import type { JobRow } from './queue.js';
 import type { SearchParamRegistry } from '../fhir/search/custom-registry.js';
+import type { ReadRouter } from '../storage/replicas.js';
 
 export interface JobEnv {
   db: Db;
@@ -15,6 +16,8 @@ export interface JobEnv {
   newId: () => string;
   /** Custom search parameters (API.md §9), which a reindex writes beside the built-in ones; absent: none. */
   searchParams?: SearchParamRegistry;
+  /** Read replicas (storage/replicas.ts): an export reads its pages from one that has replayed its start. */
+  reads?: ReadRouter;
 }
 
 export interface StepResult<S> {
