@@ -26,6 +26,7 @@ import { createSharedSet } from '../../src/fhir/conformance/shared-set.js';
 import { createSearchParamRegistry } from '../../src/fhir/search/custom-registry.js';
 import type { SocketHub, SocketLimits } from '../../src/fhir/subscriptions/socket-hub.js';
 import type { WsLimits } from '../../src/http/routes/subscription-ws.js';
+import type { ReadRouter } from '../../src/storage/replicas.js';
 
 export const ADMIN_CLIENT_ID = 'test-admin-client';
 export const ADMIN_CLIENT_SECRET = 'test-admin-secret-0123456789';
@@ -85,6 +86,8 @@ export interface TestAppExtras {
   websocketLimits?: Partial<WsLimits>;
   /** Where `auditLog: stdout` writes each AuditEvent line (default: standard output). */
   auditMirror?: (line: string) => void;
+  /** Read replicas (storage/replicas.ts) for the app and the job runner (default: every read on the primary). */
+  reads?: ReadRouter;
   /** Start a job runner with these options. */
   jobs?: Partial<Pick<RunnerOptions, 'afterChunk' | 'leaseMs' | 'pollMs' | 'concurrency' | 'maxAttempts'>> & {
     exportPageSize?: number;
@@ -149,6 +152,7 @@ export async function startTestApp(
     ...(extras.logger ? { logger: extras.logger } : {}),
     ...(extras.clock ? { clock: extras.clock } : {}),
     ...(extras.auditMirror ? { auditMirror: extras.auditMirror } : {}),
+    ...(extras.reads ? { reads: extras.reads } : {}),
   });
   let runner: JobRunner | undefined;
   let retention: RetentionSweeper | undefined;
@@ -165,6 +169,7 @@ export async function startTestApp(
           signals,
           shared: sharedConformance,
         }),
+        ...(extras.reads ? { reads: extras.reads } : {}),
       },
       signals,
       // Small pages, one per step: jobs stay running long enough for tests to act on them.
