@@ -8,7 +8,14 @@ import { openTestPostgres } from '../../test/support/db.js';
 import { openCache } from './cache/index.js';
 import type { CacheStore } from './cache/cache.js';
 import type { Db } from './db.js';
-import { createReadRouter, openReplicas, parseLsn, primaryOnly, replicaName, type ReadRouter } from './replicas.js';
+import {
+  createReadRouter,
+  openReplicas,
+  parseLsn,
+  primaryOnly,
+  replicaName,
+  type ReadRouter,
+} from './replicas.js';
 
 describe('read replica configuration', () => {
   it('takes databaseReadUrls (a comma-separated DATABASE_READ_URLS) only with an external PostgreSQL', () => {
@@ -66,7 +73,13 @@ describe.skipIf(!primaryUrl || !replicaUrl || !redisUrl)(
 
     beforeAll(async () => {
       db = await openTestPostgres(primaryUrl as string, schema);
-      caches = [0, 1].map(() => openCache({ redisUrl: redisUrl as string, keyPrefix: `test-${schema}:` }));
+      caches = [0, 1].map(() =>
+        openCache({
+          redisUrl: redisUrl as string,
+          keyPrefix: `test-${schema}:`,
+          log: { warn: () => undefined },
+        }),
+      );
       routers = await Promise.all(
         caches.map(async (shared) =>
           createReadRouter({

@@ -17,11 +17,15 @@ const wroteKey = Symbol('read-routing.wrote');
 type Tracked = FastifyRequest & { [wroteKey]?: () => Promise<void> };
 
 /** Registers the hooks; returns the function read routes take their database from. */
-export function registerReadRouting(app: FastifyInstance, router: ReadRouter): (request: FastifyRequest) => Db {
+export function registerReadRouting(
+  app: FastifyInstance,
+  router: ReadRouter,
+): (request: FastifyRequest) => Db {
   if (!router.enabled) return () => router.reader();
   app.addHook('preHandler', async (request) => {
     const login = request.principal?.loginId;
-    if (!login || request.method === 'GET' || request.method === 'HEAD' || request.method === 'OPTIONS') return;
+    if (!login || request.method === 'GET' || request.method === 'HEAD' || request.method === 'OPTIONS')
+      return;
     if (request.routeOptions.config.readOnly) return;
     (request as Tracked)[wroteKey] = router.writing(login);
   });
