@@ -180,7 +180,7 @@ async function main(): Promise<void> {
     await onPrimary.stop();
     fs.closeSync(quiet);
     fs.rmSync(work, { recursive: true, force: true });
-    await dropDatabase(DB_NAME);
+    if (process.env.REPLICA_KEEP !== '1') await dropDatabase(DB_NAME);
   }
 }
 
