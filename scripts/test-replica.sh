@@ -70,6 +70,8 @@ if [ -n "$status" ]; then
     pg_ctlcluster "$VERSION" "$CLUSTER" start || true
   fi
   if replica_ok; then
+    # A test that paused replay (pg_wal_replay_pause) and was killed before resuming it.
+    psql_at "$REPLICA_PORT" 'SELECT pg_wal_replay_resume() WHERE pg_is_wal_replay_paused()' >/dev/null
     echo "postgres://postgres@127.0.0.1:$REPLICA_PORT/$DATABASE"
     exit 0
   fi
