@@ -174,6 +174,9 @@ async function main(): Promise<void> {
     console.log(`  primary only:   ${pr.toFixed(0)} req/s (median), p50 ${median(p50[0]).toFixed(1)} ms`);
     console.log(`  via replica:    ${rr.toFixed(0)} req/s (median), p50 ${median(p50[1]).toFixed(1)} ms`);
     console.log(`  ratio replica / primary-only: ${(rr / pr).toFixed(2)}`);
+    console.log(
+      `  every run (req/s): primary ${rates[0].map((x) => x.toFixed(0)).join(', ')}; replica ${rates[1].map((x) => x.toFixed(0)).join(', ')}`,
+    );
     console.log(`  replica scans during the runs: ${scans} (its own statistics: the reads did go there)`);
   } finally {
     await onReplica.stop();
