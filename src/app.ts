@@ -14,6 +14,8 @@ import { limitConnectionsPerClient } from './http/plugins/connection-limit.js';
 import { clientErrorHandler, registerErrorHandler } from './http/plugins/errors.js';
 import { registerLoginGuard } from './http/plugins/rate-limit.js';
 import { contextLogger, registerRequestLog } from './http/plugins/request-log.js';
+import { registerReadRouting } from './http/plugins/read-routing.js';
+import { primaryOnly, type ReadRouter } from './storage/replicas.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { consoleRoutes } from './http/routes/console.js';
 import { fhirRoutes } from './http/routes/fhir.js';
@@ -118,6 +120,8 @@ export interface AppDeps {
   metrics?: Metrics;
   /** The text of a metrics scrape; default: this process's metrics, or the cluster's aggregate in a cluster worker. */
   metricsScrape?: () => Promise<string>;
+  /** Read replicas (config databaseReadUrls, storage/replicas.ts); main builds it. Default: every read on `db`. */
+  reads?: ReadRouter;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -248,6 +252,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     registerAudit(app, { writer, env: { newId, clock, server: { fhirBase, baseUrl: config.baseUrl } } });
   }
   registerAuth(app, auth);
+  const reader = registerReadRouting(app, deps.reads ?? primaryOnly(db));
   app.decorate('largeBodies', registerLargeBodyLimit(app, deps.largeBodies ?? LARGE_BODIES));
   const loginGuard = await registerLoginGuard(app, {
     counters: deps.counters ?? createMemoryCache({ max: 10_000 }),
@@ -288,6 +293,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         csv,
         wsBinding: { tokens: bindingTokens, url: wsUrl },
         conformance,
+        reader,
       });
       jobRoutes(f, {
         db,
@@ -299,6 +305,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       });
       fhirRoutes(f, {
         db,
+        reader,
         clock,
         newId,
         fhirBase,

@@ -20,6 +20,7 @@ import {
 } from './storage/embedded-postgres.js';
 import { moveFromPglite, pgliteToMove } from './storage/from-pglite.js';
 import { openPostgres } from './storage/postgres.js';
+import { createReadRouter, openReplicas, primaryOnly } from './storage/replicas.js';
 import { localSignals, postgresSignals } from './storage/signals.js';
 import { openCache } from './storage/cache/index.js';
 import { fileStoreFor } from './storage/db-files.js';
@@ -241,6 +242,25 @@ async function main(): Promise<void> {
     timeoutMs: config.redisTimeout,
     log: contextLogger(log as unknown as FastifyBaseLogger),
   });
+  // Read replicas (databaseReadUrls, only with an external PostgreSQL): src/storage/replicas.ts decides per read.
+  const reads =
+    config.databaseUrl && config.databaseReadUrls.length > 0
+      ? createReadRouter({
+          primary: requestDb,
+          replicas: await openReplicas(config.databaseReadUrls, {
+            max: config.databasePoolSize,
+            connectTimeoutMs: config.databaseConnectTimeout,
+            statementTimeoutMs: config.statementTimeout,
+            onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL replica client error'),
+          }),
+          maxLagMs: config.databaseReadMaxLagMs,
+          checkMs: config.databaseReadCheckMs,
+          shared: cache,
+          log,
+        })
+      : primaryOnly(requestDb);
+  await reads.check();
+  reads.start();
   const files = fileStoreFor(db, config.dataDir, !config.databaseUrl);
   // One FHIRPath worker pool for `$csv` requests and CSV export jobs alike.
   const csv = createCsvRuntime({ fhirpathTimeout: config.fhirpathTimeout });
@@ -269,6 +289,7 @@ async function main(): Promise<void> {
     cache,
     counters: cache,
     files,
+    reads,
     logger: log as unknown as FastifyBaseLogger,
     ...(metrics ? { metrics } : {}),
   });
@@ -282,6 +303,7 @@ async function main(): Promise<void> {
       newId: randomUUID,
       searchParams,
       ...(metrics ? { wrote: metrics.jobWrote } : {}),
+      reads,
     },
     signals,
     kinds: defaultKinds({
@@ -345,6 +367,7 @@ async function main(): Promise<void> {
       await csv.fhirpath.close();
       await signals.close();
       await cache.close();
+      await reads.close();
       if (requestDb !== db) await requestDb.close();
       await db.close();
       log.info('stopped');

@@ -24,6 +24,27 @@ export const configSchema = z
       .string()
       .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
       .optional(),
+    /**
+     * PostgreSQL streaming replicas (only with an external `databaseUrl`) that serve searches, reads, history, export
+     * pages and views (src/storage/replicas.ts); writes, job claims and what a login just wrote stay on the primary.
+     * The environment takes a comma-separated list.
+     */
+    databaseReadUrls: z
+      .preprocess(
+        (v) =>
+          typeof v === 'string'
+            ? v
+                .split(',')
+                .map((x) => x.trim())
+                .filter(Boolean)
+            : v,
+        z.array(z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')).max(16),
+      )
+      .default([]),
+    /** A replica whose replay lags more than this many milliseconds is skipped (reads go to the primary). */
+    databaseReadMaxLagMs: z.coerce.number().int().min(10).max(3_600_000).default(5000),
+    /** Milliseconds between two probes of each replica (its health and lag). */
+    databaseReadCheckMs: z.coerce.number().int().min(50).max(60_000).default(1000),
     redisUrl: z
       .string()
       .regex(/^rediss?:\/\//, 'must be a redis:// URL')
@@ -192,6 +213,8 @@ const ENV_KEYS: Record<string, string> = {
   BASE_URL: 'baseUrl',
   DATA_DIR: 'dataDir',
   DATABASE_URL: 'databaseUrl',
+  DATABASE_READ_URLS: 'databaseReadUrls',
+  DATABASE_READ_MAX_LAG_MS: 'databaseReadMaxLagMs',
   EMBEDDED_ENGINE: 'embeddedEngine',
   REDIS_URL: 'redisUrl',
   LOG_LEVEL: 'logLevel',
@@ -222,6 +245,11 @@ export function parseConfig(input: unknown): Config {
   const c = result.data;
   let baseUrl = c.baseUrl ?? `http://localhost:${c.port}/`;
   if (!baseUrl.endsWith('/')) baseUrl += '/';
+  if (c.databaseReadUrls.length > 0 && !c.databaseUrl) {
+    throw new ConfigError(
+      'Invalid configuration: databaseReadUrls: read replicas need an external PostgreSQL (databaseUrl)',
+    );
+  }
   const issuers = new Set<string>();
   for (const [i, p] of c.externalAuthProviders.entries()) {
     if (issuers.has(p.issuer)) {

@@ -5,6 +5,7 @@ import type { FileStore } from '../storage/files.js';
 import type { Resource } from '../fhir/types.js';
 import type { JobRow } from './queue.js';
 import type { SearchParamRegistry } from '../fhir/search/custom-registry.js';
+import type { ReadRouter } from '../storage/replicas.js';
 
 export interface JobEnv {
   db: Db;
@@ -17,6 +18,8 @@ export interface JobEnv {
   searchParams?: SearchParamRegistry;
   /** Told what an export step wrote: resources (`export`) or rows (`view-export`), for metrics; absent: not told. */
   wrote?(kind: 'export' | 'view-export', count: number): void;
+  /** Read replicas (storage/replicas.ts): an export reads its pages from one that has replayed its start. */
+  reads?: ReadRouter;
 }
 
 export interface StepResult<S> {

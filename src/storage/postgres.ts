@@ -42,7 +42,7 @@ export function isConnectionError(err: unknown): boolean {
   if (err instanceof pg.DatabaseError)
     return typeof code === 'string' && (/^(08|57P0[123])/.test(code) || code === '53300');
   if (typeof code === 'string' && SOCKET_ERRORS.has(code)) return true;
-  return /Connection terminated|connection error|timeout exceeded when trying to connect|not queryable/i.test(
+  return /Connection terminated|connection error|timeout exceeded when trying to connect|not queryable|Query read timeout/i.test(
     err.message,
   );
 }
@@ -82,6 +82,11 @@ export interface PostgresOptions {
    * query that runs longer is cancelled (SQLSTATE 57014) instead of holding a connection and the database.
    */
   statementTimeoutMs?: number;
+  /**
+   * Milliseconds after which the client gives up waiting for a statement's answer (node-postgres `query_timeout`),
+   * a server that stopped answering included; the query fails with DbUnavailableError. Absent: no limit.
+   */
+  queryTimeoutMs?: number;
   onError?: (err: Error) => void;
 }
 
@@ -103,6 +108,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
       '-c max_parallel_workers_per_gather=0',
     ].join(' '),
     ...(opts.statementTimeoutMs ? { statement_timeout: opts.statementTimeoutMs } : {}),
+    ...(opts.queryTimeoutMs ? { query_timeout: opts.queryTimeoutMs } : {}),
   });
   // An idle client that loses its server emits here; without a listener the process would crash.
   pool.on('error', (err) => opts.onError?.(err));

@@ -27,6 +27,7 @@ import { createSearchParamRegistry } from '../../src/fhir/search/custom-registry
 import type { SocketHub, SocketLimits } from '../../src/fhir/subscriptions/socket-hub.js';
 import type { WsLimits } from '../../src/http/routes/subscription-ws.js';
 import type { Metrics } from '../../src/metrics/metrics.js';
+import type { ReadRouter } from '../../src/storage/replicas.js';
 
 export const ADMIN_CLIENT_ID = 'test-admin-client';
 export const ADMIN_CLIENT_SECRET = 'test-admin-secret-0123456789';
@@ -90,6 +91,8 @@ export interface TestAppExtras {
   metrics?: Metrics;
   /** The text of a metrics scrape (default: the app's metrics). */
   metricsScrape?: () => Promise<string>;
+  /** Read replicas (storage/replicas.ts) for the app and the job runner (default: every read on the primary). */
+  reads?: ReadRouter;
   /** Start a job runner with these options. */
   jobs?: Partial<Pick<RunnerOptions, 'afterChunk' | 'leaseMs' | 'pollMs' | 'concurrency' | 'maxAttempts'>> & {
     exportPageSize?: number;
@@ -160,6 +163,7 @@ export async function startTestApp(
     ...(extras.auditMirror ? { auditMirror: extras.auditMirror } : {}),
     ...(extras.metrics ? { metrics: extras.metrics } : {}),
     ...(extras.metricsScrape ? { metricsScrape: extras.metricsScrape } : {}),
+    ...(extras.reads ? { reads: extras.reads } : {}),
   });
   let runner: JobRunner | undefined;
   let retention: RetentionSweeper | undefined;
@@ -177,6 +181,7 @@ export async function startTestApp(
           shared: sharedConformance,
         }),
         ...(extras.metrics ? { wrote: extras.metrics.jobWrote } : {}),
+        ...(extras.reads ? { reads: extras.reads } : {}),
       },
       signals,
       // Small pages, one per step: jobs stay running long enough for tests to act on them.

@@ -88,6 +88,7 @@ export const csvOperation: OperationDefinition = {
   supports: isCsvType,
   affectsState: false,
   methods: ['GET'],
+  replicaReads: true,
   run: (env, i) =>
     csvExport(env.db, env.csv, i.ctx, i.type, i.request.query, (failures) =>
       i.warn({ failures }, '$csv: a FHIRPath failed on some resources; their cells are empty'),

@@ -113,6 +113,7 @@ export const everythingOperation: OperationDefinition = {
   level: 'instance',
   types: ['Patient'],
   affectsState: false,
+  replicaReads: true,
   definition: 'http://hl7.org/fhir/OperationDefinition/Patient-everything',
   run: (env, i) => everything(env.db, i),
 };

@@ -255,6 +255,7 @@ export const lastnOperation: OperationDefinition = {
   level: 'type',
   types: ['Observation'],
   affectsState: false,
+  replicaReads: true,
   definition: 'http://hl7.org/fhir/OperationDefinition/Observation-lastn',
   run: (env, i) => lastn(env.db, i.ctx, i),
 };

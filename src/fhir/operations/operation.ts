@@ -46,6 +46,11 @@ export interface OperationDefinition {
   /** true: POST only. false: GET and POST, unless `methods` narrows it. */
   affectsState: boolean;
   methods?: readonly ('GET' | 'POST')[];
+  /**
+   * The operation only reads resources (whatever the method): its `env.db` may be a read replica
+   * (storage/replicas.ts), and a POST of it is not its login's write.
+   */
+  replicaReads?: boolean;
   /** Accept any request body, whatever its Content-Type (an empty `$cancel` POST). */
   anyBody?: boolean;
   /** Canonical URL of a published OperationDefinition; Cinder's own are `{fhir}/OperationDefinition/<code>`. */

@@ -169,12 +169,20 @@ const DEFINITION = 'http://sql-on-fhir.org/OperationDefinition/$viewdefinition-r
 
 /** System level (`{fhir}/$viewdefinition-run`) and on a stored view (`ViewDefinition/<id>/$viewdefinition-run`). */
 export const viewDefinitionRunOperations: OperationDefinition[] = [
-  { code: 'viewdefinition-run', level: 'system', affectsState: false, definition: DEFINITION, run: runView },
+  {
+    code: 'viewdefinition-run',
+    level: 'system',
+    affectsState: false,
+    replicaReads: true,
+    definition: DEFINITION,
+    run: runView,
+  },
   {
     code: 'viewdefinition-run',
     level: 'instance',
     types: ['ViewDefinition'],
     affectsState: false,
+    replicaReads: true,
     definition: DEFINITION,
     run: runView,
   },

@@ -40,6 +40,8 @@ import type { SearchParamRegistry } from '../../fhir/search/custom-registry.js';
 
 export interface FhirRouteDeps {
   db: Db;
+  /** The database of a read route's request (a read replica or the primary: http/plugins/read-routing.ts); default db. */
+  reader?: (req: FastifyRequest) => Db;
   clock: () => Date;
   newId: () => string;
   fhirBase: string;
@@ -132,6 +134,8 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     ...(deps.fhirpathPatch ? { fhirpathPatch: deps.fhirpathPatch } : {}),
   };
   const ctx = (req: FastifyRequest): RepoContext => repoContext(req, env);
+  /** A read's database: searches, reads, vreads and history may be served by a read replica. */
+  const r = deps.reader ?? (() => deps.db);
   /** A write's database and context: its transactions store the request's AuditEvent (and X-Provenance). */
   const w = (req: FastifyRequest): readonly [Db, RepoContext] => {
     const c = ctx(req);
@@ -193,26 +197,26 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
 
   // System-level search (https://hl7.org/fhir/R4/http.html#search): `GET {fhir}?_type=…` and `POST {fhir}/_search`.
   app.get<P<Record<string, never>>>('/', async (req, reply) =>
-    send(reply, await searchSystem(deps.db, ctx(req), req.query, selfUrl(deps, req))),
+    send(reply, await searchSystem(r(req), ctx(req), req.query, selfUrl(deps, req))),
   );
-  app.post<P<Record<string, never>>>('/_search', async (req, reply) => {
+  app.post<P<Record<string, never>>>('/_search', { config: { readOnly: true } }, async (req, reply) => {
     const query = withForm(req);
-    return send(reply, await searchSystem(deps.db, ctx(req), query, `${deps.fhirBase}?${queryText(query)}`));
+    return send(reply, await searchSystem(r(req), ctx(req), query, `${deps.fhirBase}?${queryText(query)}`));
   });
 
   app.get<P<{ type: string }>>('/:type', async (req, reply) => {
     assertType(req.params.type);
     return send(
       reply,
-      await searchResources(deps.db, ctx(req), req.params.type, req.query, selfUrl(deps, req), lenient(req)),
+      await searchResources(r(req), ctx(req), req.params.type, req.query, selfUrl(deps, req), lenient(req)),
     );
   });
 
-  app.post<P<{ type: string }>>('/:type/_search', async (req, reply) => {
+  app.post<P<{ type: string }>>('/:type/_search', { config: { readOnly: true } }, async (req, reply) => {
     assertType(req.params.type);
     const query = withForm(req);
     const self = `${deps.fhirBase}/${req.params.type}?${queryText(query)}`;
-    return send(reply, await searchResources(deps.db, ctx(req), req.params.type, query, self, lenient(req)));
+    return send(reply, await searchResources(r(req), ctx(req), req.params.type, query, self, lenient(req)));
   });
 
   app.post<P<{ type: string }>>('/:type', async (req, reply) => {
@@ -233,7 +237,7 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     const query = req.query as Record<string, string>;
     return send(
       reply,
-      await history(deps.db, ctx(req), req.params.type, req.params.id, query, selfUrl(deps, req)),
+      await history(r(req), ctx(req), req.params.type, req.params.id, query, selfUrl(deps, req)),
     );
   };
   app.get<P<Record<string, never>>>('/_history', historyHandler);
@@ -245,8 +249,8 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     const { type, id } = req.params;
     const result =
       type === 'Binary' && !wantsFhirBinary(req)
-        ? await readBinaryContent(deps.db, ctx(req), id)
-        : subsetRead(await readResource(deps.db, ctx(req), type, id), type, req.query);
+        ? await readBinaryContent(r(req), ctx(req), id)
+        : subsetRead(await readResource(r(req), ctx(req), type, id), type, req.query);
     return sendRead(req, reply, conditionalRead(req, result));
   });
 
@@ -255,7 +259,7 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     send(
       reply,
       await searchCompartment(
-        deps.db,
+        r(req),
         ctx(req),
         req.params.type,
         req.params.id,
@@ -301,8 +305,8 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     const { type, id, vid } = req.params;
     const result =
       type === 'Binary' && !wantsFhirBinary(req)
-        ? await readBinaryContent(deps.db, ctx(req), id, vid)
-        : subsetRead(await vreadResource(deps.db, ctx(req), type, id, vid), type, req.query);
+        ? await readBinaryContent(r(req), ctx(req), id, vid)
+        : subsetRead(await vreadResource(r(req), ctx(req), type, id, vid), type, req.query);
     return sendRead(req, reply, conditionalRead(req, result));
   });
 

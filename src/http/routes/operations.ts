@@ -1,6 +1,7 @@
 // FHIR operations (https://hl7.org/fhir/R4/operations.html): one route per method and path, derived from the
 // definitions in src/fhir/operations (ARCHITECTURE habit 4). HTTP in, an OperationInput out, the result replied.
 import type { FastifyInstance, FastifyRequest, RouteHandlerMethod } from 'fastify';
+import type { Db } from '../../storage/db.js';
 import { resourceTypes } from '../../fhir/definitions/index.js';
 import { OPERATIONS } from '../../fhir/operations/index.js';
 import {
@@ -16,6 +17,8 @@ export interface OperationRouteDeps extends OperationEnv {
   clock: () => Date;
   newId: () => string;
   fhirBase: string;
+  /** The database of a request to an operation that only reads (a read replica or the primary); default db. */
+  reader?: (req: FastifyRequest) => Db;
 }
 
 type Query = Record<string, string | string[]>;
@@ -56,9 +59,19 @@ export function operationRoutes(app: FastifyInstance, deps: OperationRouteDeps):
   const register = (scope: FastifyInstance, op: OperationDefinition): void => {
     for (const url of operationPaths(op)) {
       const type = /^\/([A-Z][A-Za-z]*)\//.exec(url)?.[1];
+      const reader = op.replicaReads ? deps.reader : undefined;
       const handler: RouteHandlerMethod = async (req, reply) =>
-        sendResult(reply, await op.run(deps, input(req, type)), deps.fhirBase);
-      scope.route({ method: [...operationMethods(op)], url, handler });
+        sendResult(
+          reply,
+          await op.run(reader ? { ...deps, db: reader(req) } : deps, input(req, type)),
+          deps.fhirBase,
+        );
+      scope.route({
+        method: [...operationMethods(op)],
+        url,
+        handler,
+        ...(op.replicaReads ? { config: { readOnly: true } } : {}),
+      });
     }
   };
   for (const op of OPERATIONS.filter((o) => !o.anyBody)) register(app, op);

@@ -53,6 +53,11 @@ interface ExportState {
   errors?: { size: number; count: number };
   /** CSV: a FHIRPath failure was logged already (once per job). */
   logged?: boolean;
+  /**
+   * The primary's WAL position when the job started (with read replicas): its pages are read from a replica only once
+   * that has replayed it, so an export sees everything written before it began. Absent: pages from the primary.
+   */
+  lsn?: string;
 }
 
 /** The error file: OperationOutcomes, one a line. */
@@ -185,7 +190,15 @@ export function exportKind(opts: ExportKindOptions = {}): JobKind<ExportState> {
     async start(env, job) {
       // A worker that died before its first checkpoint may have left partial files.
       await env.files.deleteDir(exportDirKey(job.id));
-      const s: ExportState = { ti: 0, after: 0, files: [], total: 0, errors: { size: 0, count: 0 } };
+      const lsn = env.reads?.enabled ? await env.reads.primaryLsn() : undefined;
+      const s: ExportState = {
+        ti: 0,
+        after: 0,
+        files: [],
+        total: 0,
+        errors: { size: 0, count: 0 },
+        ...(lsn ? { lsn } : {}),
+      };
       const warnings = paramsOf(job).warnings ?? [];
       await addErrors(
         env,
@@ -218,8 +231,8 @@ export function exportKind(opts: ExportKindOptions = {}): JobKind<ExportState> {
       const s = current(job, prev);
       const format = await fileFormat(p, fhirpath);
       const until = Date.now() + stepMs;
-      const read = (): Promise<Row[]> =>
-        page(env.db, p, p.types[s.ti] as string, s.after, pageSize, format.omit);
+      const db = env.reads && s.lsn ? env.reads.reader({ after: s.lsn }) : env.db;
+      const read = (): Promise<Row[]> => page(db, p, p.types[s.ti] as string, s.after, pageSize, format.omit);
       let pending = s.ti < p.types.length ? read() : undefined;
       for (let pages = 1; pending; pages++) {
         const type = p.types[s.ti] as string;
