@@ -243,22 +243,33 @@ async function main(): Promise<void> {
     log: contextLogger(log as unknown as FastifyBaseLogger),
   });
   // Read replicas (databaseReadUrls, only with an external PostgreSQL): src/storage/replicas.ts decides per read.
+  // With metrics, reads are timed like the app's other statements: on the primary under `request`, on a replica
+  // under `replica <name>` (with its pool's connections).
+  const timedReads = <D extends Db>(d: D, pool: string): Db => {
+    if (!metrics) return d;
+    const observed = observeDb(d, metrics.dbObserver(pool));
+    if (pool !== 'request') metrics.watchPool(pool, observed);
+    return observed;
+  };
+  const readPrimary = timedReads(requestDb, 'request');
   const reads =
     config.databaseUrl && config.databaseReadUrls.length > 0
       ? createReadRouter({
-          primary: requestDb,
-          replicas: await openReplicas(config.databaseReadUrls, {
-            max: config.databasePoolSize,
-            connectTimeoutMs: config.databaseConnectTimeout,
-            statementTimeoutMs: config.statementTimeout,
-            onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL replica client error'),
-          }),
+          primary: readPrimary,
+          replicas: (
+            await openReplicas(config.databaseReadUrls, {
+              max: config.databasePoolSize,
+              connectTimeoutMs: config.databaseConnectTimeout,
+              statementTimeoutMs: config.statementTimeout,
+              onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL replica client error'),
+            })
+          ).map((r) => ({ ...r, db: timedReads(r.db, `replica ${r.name}`) })),
           maxLagMs: config.databaseReadMaxLagMs,
           checkMs: config.databaseReadCheckMs,
           shared: cache,
           log,
         })
-      : primaryOnly(requestDb);
+      : primaryOnly(readPrimary);
   await reads.check();
   reads.start();
   const files = fileStoreFor(db, config.dataDir, !config.databaseUrl);
