@@ -55,17 +55,11 @@ const TABLES: Record<Kind, Table> = {
   },
   reference: {
     name: 'sp_reference',
-    columns: 'rid, resource_type, code, target_type, target_id, ref',
-    select: 'x.r, x.t, x.c, x.y, x.i, x.f',
-    record: 'r bigint, t text, c text, y text, i text, f text',
-    row: (r, t, c, v: Extract<IndexValue, { t: 'reference' }>) => ({
-      r,
-      t,
-      c,
-      y: v.targetType,
-      i: v.targetId,
-      f: v.ref,
-    }),
+    // The target's type and id are the two parts of `ref` where it names a resource (migration 025).
+    columns: 'rid, resource_type, code, ref',
+    select: 'x.r, x.t, x.c, x.f',
+    record: 'r bigint, t text, c text, f text',
+    row: (r, t, c, v: Extract<IndexValue, { t: 'reference' }>) => ({ r, t, c, f: v.ref }),
   },
   date: {
     name: 'sp_date',
@@ -179,7 +173,11 @@ function collectRows(items: readonly IndexItem[]): Rows {
         let list = rows.get(v.t);
         if (!list) rows.set(v.t, (list = []));
         const row = TABLES[v.t].row(rid ?? 0, rt, code, v as never);
-        if (grp !== undefined) row.g = grp;
+        if (grp !== undefined) {
+          row.g = grp;
+          // A composite's token component is never searched by `:text` (migration 025).
+          if (v.t === 'token') row.x = null;
+        }
         if (rid === undefined) row.id = resource.id;
         list.push(row);
       }

@@ -2,6 +2,7 @@
 // Matching rules: https://hl7.org/fhir/R4/search.html (string prefix, token forms, date ranges and prefixes, ...).
 import type { AccessScope } from '../types.js';
 import { FhirError } from '../outcome.js';
+import { resourceTypes } from './model.js';
 import { normaliseString, uriAncestors, uriBelow } from './normalise.js';
 import { fullTextCondition, isFullTextFilter } from './full-text.js';
 import { patientCondition, referencedBy } from './patient-reach.js';
@@ -66,6 +67,22 @@ export function escapeLike(s: string): string {
  */
 function startsWith(b: Builder, col: string, prefix: string): string {
   return `(${col} ~>=~ ${b.p(prefix)} AND ${col} ~<~ ${b.p(`${prefix}\u{10FFFF}`)})`;
+}
+
+/**
+ * Part `n` (1: type, 2: id) of a reference row's target: where a reference names a resource, `ref` is `<type>/<id>`
+ * (migration 025 keeps only `ref`).
+ */
+function refPart(b: Builder, x: string, n: 1 | 2): string {
+  return `split_part(${x}.ref, ${b.p('/')}, ${n})`;
+}
+
+/**
+ * The row's `ref` has at most one slash, as `<type>/<id>` has: any other text kept (an absolute URL, a logical
+ * reference) then has parts that are no resource type or id, so its parts match no resource.
+ */
+function oneSlash(b: Builder, x: string): string {
+  return `${x}.ref NOT LIKE ${b.p('%/%/%')}`;
 }
 
 /** The resource type(s) a condition is about: one, or the group of a system-level search (search-system.ts). */
@@ -175,12 +192,16 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
       return conds.length ? `(${conds.join(' AND ')})` : 'TRUE';
     }
     case 'text':
-      // A byte range, as strings: the sp_token_text index answers it (migration 019).
-      return startsWith(b, `${x}.text_norm`, normaliseString(v.value));
+      // A byte range, as strings: the sp_token_text index answers it (migrations 019, 025: rows of no composite).
+      return `(${startsWith(b, `${x}.text_norm`, normaliseString(v.value))} AND ${x}.grp IS NULL)`;
     case 'reference':
       return v.refs.length ? `${x}.ref = ANY(${b.p(v.refs, 'text[]')})` : 'FALSE';
     case 'reference-id':
-      return `${x}.target_id = ${b.p(v.id)}`;
+      // An id of any type (a parameter without target types): `<type>/<id>` for each type, as the index holds it.
+      return `${x}.ref = ANY(${b.p(
+        [...resourceTypes()].map((t) => `${t}/${v.id}`),
+        'text[]',
+      )})`;
     case 'date':
       return rangeCondition(
         v.prefix,
@@ -344,7 +365,8 @@ function filterCondition(
     const conds = [
       `${x}.resource_type = ${b.p(sourceType)}`,
       `${x}.code = ${b.p(code)}`,
-      typeIs(b, `${x}.target_type`, resourceType),
+      typeIs(b, refPart(b, x, 1), resourceType),
+      oneSlash(b, x),
       `NOT ${s}.deleted`,
       ...(scope.projectId !== null ? [`${s}.project_id = ${b.p(scope.projectId)}`] : []),
       ...optional(patientCondition(scope, s, (v) => b.p(v), sourceType)),
@@ -353,8 +375,8 @@ function filterCondition(
     // Over several types (a system search), the type is matched too: ids are unique within a type only.
     const [row, ref] =
       typeof resourceType === 'string'
-        ? [`${a}.id`, `${x}.target_id`]
-        : [`(${a}.resource_type, ${a}.id)`, `${x}.target_type, ${x}.target_id`];
+        ? [`${a}.id`, refPart(b, x, 2)]
+        : [`(${a}.resource_type, ${a}.id)`, `${refPart(b, x, 1)}, ${refPart(b, x, 2)}`];
     return `${row} IN (SELECT ${ref} FROM sp_reference ${x} JOIN resources ${s} ON ${s}.rid = ${x}.rid WHERE ${conds.join(' AND ')})`;
   }
   if (f.type === 'composite') {
@@ -727,12 +749,14 @@ export function includeSql(spec: IncludeSpec, rids: readonly number[], scope: Ac
   const b = new Builder();
   const conds = [`x.rid = ANY(${b.p(rids, 'bigint[]')})`, `x.resource_type = ${b.p(spec.sourceType)}`];
   if (spec.code !== '*') conds.push(`x.code = ${b.p(spec.code)}`);
-  if (spec.targetType) conds.push(`x.target_type = ${b.p(spec.targetType)}`);
+  if (spec.targetType) conds.push(`${refPart(b, 'x', 1)} = ${b.p(spec.targetType)}`);
+  conds.push(oneSlash(b, 'x'));
+  const target = `${refPart(b, 'x', 1)}, ${refPart(b, 'x', 2)}`;
   const scopeCond = scopeConditions(scope, 't', b);
   return {
     text:
       `SELECT t.rid, t.resource_type, t.id, t.content::text AS json FROM resources t ` +
-      `WHERE (t.resource_type, t.id) IN (SELECT x.target_type, x.target_id FROM sp_reference x WHERE ${conds.join(' AND ')}) ` +
+      `WHERE (t.resource_type, t.id) IN (SELECT ${target} FROM sp_reference x WHERE ${conds.join(' AND ')}) ` +
       `AND NOT t.deleted${scopeCond} ORDER BY t.rid LIMIT ${b.p(INCLUDE_LIMIT, 'int')}`,
     values: b.values,
   };

@@ -35,7 +35,7 @@ function compartmentCondition(
       ? 'FALSE'
       : p.patients === undefined
         ? `EXISTS (SELECT 1 FROM sp_reference s WHERE s.rid = r.rid AND s.code = ANY(${bind(codes)}::text[]) ` +
-          `AND s.target_type = 'Patient')`
+          `AND s.ref LIKE 'Patient/%')`
         : // `x.rid > $2` (the page's start, as `r.rid > $2`): a walk of the reference rows by rid starts there too.
           referencedBy(
             'r',
