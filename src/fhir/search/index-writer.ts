@@ -10,6 +10,7 @@ import type { ExtractedValues } from './extract-composite.js';
 import type { IndexValue } from './normalise.js';
 import { fullTextWords } from './full-text.js';
 import { lastnRows, type LastnRow } from './lastn-index.js';
+import { narrowerOf } from './reference-pairs.js';
 
 interface Table {
   name: string;
@@ -162,14 +163,34 @@ export interface IndexItem {
   index?: readonly ExtractedValues[];
 }
 
+/**
+ * `<wider code>\n<ref>` of each reference a narrower parameter indexes for this resource (Observation `patient` for
+ * `subject`): the wider parameter's row for it is not written (reference-pairs.ts). Undefined when there is none.
+ */
+function sharedReferences(resourceType: string, all: readonly ExtractedValues[]): Set<string> | undefined {
+  const pairs = narrowerOf(resourceType);
+  if (pairs.size === 0) return undefined;
+  let out: Set<string> | undefined;
+  for (const [wide, narrow] of pairs) {
+    for (const { code, values, grp } of all) {
+      if (code !== narrow || grp !== undefined) continue;
+      for (const v of values) if (v.t === 'reference') (out ??= new Set()).add(`${wide}\n${v.ref}`);
+    }
+  }
+  return out;
+}
+
 /** Index rows of the given resources; `r` holds the rid when known, and `id` the resource id for joins. */
 function collectRows(items: readonly IndexItem[]): Rows {
   const rows: Rows = new Map();
   for (const { rid, resource, index } of items) {
     const rt = resource.resourceType;
     const all = index?.length ? [...extractAll(resource), ...index] : extractAll(resource);
+    const shared = sharedReferences(rt, all);
     for (const { code, values, grp } of all) {
       for (const v of values) {
+        // Kept once, under the narrower parameter's code (reference-pairs.ts, migration 025).
+        if (shared && v.t === 'reference' && grp === undefined && shared.has(`${code}\n${v.ref}`)) continue;
         let list = rows.get(v.t);
         if (!list) rows.set(v.t, (list = []));
         const row = TABLES[v.t].row(rid ?? 0, rt, code, v as never);

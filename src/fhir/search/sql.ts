@@ -6,6 +6,7 @@ import { resourceTypes } from './model.js';
 import { normaliseString, uriAncestors, uriBelow } from './normalise.js';
 import { fullTextCondition, isFullTextFilter } from './full-text.js';
 import { patientCondition, referencedBy } from './patient-reach.js';
+import { narrowerOf, withNarrower } from './reference-pairs.js';
 import type {
   FilterExpr,
   FilterValue,
@@ -83,6 +84,29 @@ function refPart(b: Builder, x: string, n: 1 | 2): string {
  */
 function oneSlash(b: Builder, x: string): string {
   return `${x}.ref NOT LIKE ${b.p('%/%/%')}`;
+}
+
+/**
+ * The row is one of parameter `code`'s, of `table` for resources of `types` (`*`: any type). A reference parameter
+ * that a narrower one shares rows with (Observation `subject` and `patient`: reference-pairs.ts, migration 025) has
+ * its rows under both codes; over several types, the narrower code counts only for the types where it is narrower.
+ */
+function codeIs(b: Builder, x: string, table: string, types: Types | '*', code: string): string {
+  // Bound only where used: a parameter the text does not use has no type, and the statement fails.
+  const plain = (): string => `${x}.code = ${b.p(code)}`;
+  if (table !== 'sp_reference') return plain();
+  const list = types === '*' ? [...resourceTypes()] : typeof types === 'string' ? [types] : types;
+  const byNarrow = new Map<string, string[]>();
+  for (const t of list) {
+    const narrow = narrowerOf(t).get(code);
+    if (narrow) byNarrow.set(narrow, [...(byNarrow.get(narrow) ?? []), t]);
+  }
+  if (byNarrow.size === 0) return plain();
+  if (typeof types === 'string') return `${x}.code = ANY(${b.p([code, ...byNarrow.keys()], 'text[]')})`;
+  const alts = [...byNarrow].map(
+    ([narrow, ts]) => `(${x}.code = ${b.p(narrow)} AND ${typeIs(b, `${x}.resource_type`, ts)})`,
+  );
+  return `(${[plain(), ...alts].join(' OR ')})`;
 }
 
 /** The resource type(s) a condition is about: one, or the group of a system-level search (search-system.ts). */
@@ -347,7 +371,7 @@ function filterCondition(
     const tt = b.p(targetType);
     const conds = [
       typeIs(b, `${x}.resource_type`, resourceType),
-      `${x}.code = ${b.p(f.code)}`,
+      codeIs(b, x, 'sp_reference', resourceType, f.code),
       `NOT ${t}.deleted`,
       ...(scope.projectId !== null ? [`${t}.project_id = ${b.p(scope.projectId)}`] : []),
       ...optional(patientCondition(scope, t, (v) => b.p(v), targetType)),
@@ -364,7 +388,7 @@ function filterCondition(
     const { sourceType, code, filter } = f.has;
     const conds = [
       `${x}.resource_type = ${b.p(sourceType)}`,
-      `${x}.code = ${b.p(code)}`,
+      codeIs(b, x, 'sp_reference', sourceType, code),
       typeIs(b, refPart(b, x, 1), resourceType),
       oneSlash(b, x),
       `NOT ${s}.deleted`,
@@ -386,10 +410,10 @@ function filterCondition(
     return `${a}.rid IN (${alts.join(' UNION ALL ')})`;
   }
   if (f.missing !== undefined) {
-    const any = `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${x}.code = ${b.p(f.code)})`;
+    const any = `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${codeIs(b, x, table, resourceType, f.code)})`;
     return f.missing ? `NOT ${any}` : any;
   }
-  const test = `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${x}.code = ${b.p(f.code)} AND ${or(
+  const test = `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${codeIs(b, x, table, resourceType, f.code)} AND ${or(
     f.values.map((v) => valueCondition(f, v, x, b)),
   )}`;
   if (f.modifier === 'not' || f.modifier === 'not-in')
@@ -467,7 +491,17 @@ function compartmentCondition(
   const params = c.params.filter((p) => p !== '{def}');
   const bind = (v: unknown): string => b.p(v);
   const alternatives =
-    params.length > 0 ? [referencedBy('r', bind(resourceType), params, [`${c.type}/${c.id}`], bind)] : [];
+    params.length > 0
+      ? [
+          referencedBy(
+            'r',
+            bind(resourceType),
+            withNarrower(resourceType, params),
+            [`${c.type}/${c.id}`],
+            bind,
+          ),
+        ]
+      : [];
   if (c.params.includes('{def}')) alternatives.push(`r.id = ${b.p(c.id)}`);
   return or(alternatives);
 }
@@ -498,7 +532,7 @@ const SORT_COLUMN: Record<string, [string, KeyExpr['sqlType']]> = {
 };
 
 /** A sort key as an expression per row: min value ascending, max value descending (dates: low / high). */
-function keyExpr(k: SortKey, b: Builder): KeyExpr {
+function keyExpr(k: SortKey, b: Builder, types: Types): KeyExpr {
   if (k.code === '_id') return { expr: 'r.id', sqlType: 'text', descending: k.descending };
   if (k.code === '_lastUpdated')
     return { expr: 'r.last_updated', sqlType: 'timestamptz', descending: k.descending };
@@ -509,7 +543,7 @@ function keyExpr(k: SortKey, b: Builder): KeyExpr {
       : (SORT_COLUMN[k.type] ?? ['value', 'text' as const]);
   const x = b.alias('s');
   return {
-    expr: `(SELECT ${agg}(${x}.${col}) FROM ${TABLE[k.type]} ${x} WHERE ${x}.rid = r.rid AND ${x}.code = ${b.p(k.code)})`,
+    expr: `(SELECT ${agg}(${x}.${col}) FROM ${TABLE[k.type]} ${x} WHERE ${x}.rid = r.rid AND ${codeIs(b, x, TABLE[k.type] as string, types, k.code)})`,
     sqlType,
     descending: k.descending,
   };
@@ -595,7 +629,8 @@ export function searchSql(req: SearchRequest, scope: AccessScope, limit = req.co
   const b = new Builder();
   const where = whereClause(req, scope, b);
   const back = req.cursor?.before === true;
-  const forward: Keys = req.sort.map((k) => keyExpr(k, b));
+  const types = req.system ? req.system.flatMap((g) => g.types) : req.resourceType;
+  const forward: Keys = req.sort.map((k) => keyExpr(k, b, types));
   const keys = back ? reversedKeys(forward) : forward;
   const names = keys.map((_, i) => `k${i}`);
   if (!sorted) {
@@ -748,7 +783,7 @@ function scopeConditions(scope: AccessScope, a: string, b: Builder): string {
 export function includeSql(spec: IncludeSpec, rids: readonly number[], scope: AccessScope): SqlQuery {
   const b = new Builder();
   const conds = [`x.rid = ANY(${b.p(rids, 'bigint[]')})`, `x.resource_type = ${b.p(spec.sourceType)}`];
-  if (spec.code !== '*') conds.push(`x.code = ${b.p(spec.code)}`);
+  if (spec.code !== '*') conds.push(codeIs(b, 'x', 'sp_reference', spec.sourceType, spec.code));
   if (spec.targetType) conds.push(`${refPart(b, 'x', 1)} = ${b.p(spec.targetType)}`);
   conds.push(oneSlash(b, 'x'));
   const target = `${refPart(b, 'x', 1)}, ${refPart(b, 'x', 2)}`;
@@ -771,7 +806,8 @@ export function revincludeSql(spec: IncludeSpec, refs: readonly string[], scope:
   const anyType = spec.sourceType === '*';
   const src = anyType ? '' : b.p(spec.sourceType);
   const conds = [...(anyType ? [] : [`x.resource_type = ${src}`]), `x.ref = ANY(${b.p(refs, 'text[]')})`];
-  if (spec.code !== '*') conds.push(`x.code = ${b.p(spec.code)}`);
+  if (spec.code !== '*')
+    conds.push(codeIs(b, 'x', 'sp_reference', anyType ? '*' : spec.sourceType, spec.code));
   const typeCond = anyType ? '' : ` AND s.resource_type = ${src}`;
   const scopeCond = scopeConditions(scope, 's', b);
   return {

@@ -12,6 +12,9 @@ import { executeSearch } from '../../fhir/search/execute.js';
 import { writeIndex } from '../../fhir/search/index-writer.js';
 import { parseSearchRequest } from '../../fhir/search/parse.js';
 import type { Resource } from '../../fhir/types.js';
+import { narrowerOf } from '../../fhir/search/reference-pairs.js';
+import { resourceTypes } from '../../fhir/search/registry.js';
+import * as m025 from './025-narrow-index-rows.js';
 
 const databases: { name: string; open(): Promise<{ db: Db; drop(): Promise<void> }> }[] = [
   { name: 'pglite', open: async () => ({ db: await openPglite(null), drop: async () => undefined }) },
@@ -80,10 +83,17 @@ describe.each(databases)('migration 025 on $name', (database) => {
     await store(db, [
       { resourceType: 'Patient', id: 'p1', name: [{ family: 'Old' }] },
       { resourceType: 'Patient', id: 'p2', name: [{ family: 'New' }] },
+      { resourceType: 'Group', id: 'g1', type: 'person', actual: true },
       weight('o1', 'Patient/p1', 70),
       // Names no resource here: three parts, the first two those of p2.
       weight('o9', 'Patient/p2/extra', 90),
+      weight('og', 'Group/g1', 60),
     ]);
+    // The writer before migration 025 wrote `subject` rows for the references that `patient` rows repeat.
+    await db.query(
+      `INSERT INTO sp_reference (rid, resource_type, code, ref)
+       SELECT rid, resource_type, 'subject', ref FROM sp_reference WHERE code = 'patient'`,
+    );
     // As the writer before migration 025 wrote them: the target's type and id beside `ref` (a Reference.type hint
     // where the text names no resource), and the display text on composite token rows too.
     await db.query(
@@ -95,7 +105,24 @@ describe.each(databases)('migration 025 on $name', (database) => {
     );
     expect(composite.rows.length).toBeGreaterThan(0);
 
+    const before = await db.query<{ code: string; n: number }>(
+      `SELECT code, count(*)::int AS n FROM sp_reference WHERE code IN ('subject', 'patient') GROUP BY code ORDER BY code`,
+    );
+    expect(before.rows).toEqual([
+      { code: 'patient', n: 1 },
+      { code: 'subject', n: 3 },
+    ]);
     expect(await migrate(db)).toEqual(MIGRATIONS.filter((m) => m.version >= 25).map((m) => m.version));
+    // One row per reference: `patient` where the subject is a Patient, `subject` for the Group (and for `o9`'s text,
+    // which names no Patient).
+    const after = await db.query<{ code: string; ref: string }>(
+      `SELECT code, ref FROM sp_reference WHERE code IN ('subject', 'patient') ORDER BY code, ref`,
+    );
+    expect(after.rows).toEqual([
+      { code: 'patient', ref: 'Patient/p1' },
+      { code: 'subject', ref: 'Group/g1' },
+      { code: 'subject', ref: 'Patient/p2/extra' },
+    ]);
     const columns = await db.query<{ column_name: string }>(
       `SELECT column_name FROM information_schema.columns
        WHERE table_name = 'sp_reference' AND table_schema = current_schema() ORDER BY ordinal_position`,
@@ -115,12 +142,57 @@ describe.each(databases)('migration 025 on $name', (database) => {
     );
     expect(texts.rows[0]?.n).toBe(0);
 
+    const rows = await db.query<{ code: string; ref: string }>(
+      `SELECT x.code, x.ref FROM sp_reference x JOIN resources r ON r.rid = x.rid WHERE r.id = 'o2'`,
+    );
+    expect(rows.rows).toEqual([{ code: 'patient', ref: 'Patient/p2' }]);
+
     expect(await ids(db, 'Observation', { subject: 'Patient/p1' })).toEqual(['Observation/o1']);
+    expect(await ids(db, 'Observation', { patient: 'p1' })).toEqual(['Observation/o1']);
+    expect(await ids(db, 'Observation', { subject: 'Group/g1' })).toEqual(['Observation/og']);
+    expect(await ids(db, 'Observation', { patient: 'Group/g1' })).toEqual([]);
+    expect(await ids(db, 'Observation', { 'subject:missing': 'false' })).toEqual([
+      'Observation/o1',
+      'Observation/o2',
+      'Observation/o9',
+      'Observation/og',
+    ]);
+    expect(await ids(db, 'Observation', { 'patient:missing': 'true' })).toEqual([
+      'Observation/o9',
+      'Observation/og',
+    ]);
+    expect(await ids(db, 'Observation', { 'subject:Patient.name': 'old' })).toEqual(['Observation/o1']);
+    expect(await ids(db, 'Observation', { subject: 'Patient/p1,Group/g1', _sort: '-subject' })).toEqual([
+      'Observation/o1',
+      'Observation/og',
+    ]);
+    const sorted = await executeSearch(
+      db,
+      parseSearchRequest('Observation', { _sort: 'subject', _id: 'o1,o2,og' }),
+      scope,
+    );
+    expect(sorted.matches.map((m) => m.id)).toEqual(['og', 'o1', 'o2']);
+    expect(await ids(db, 'Patient', { _id: 'p1', _revinclude: 'Observation:subject' })).toEqual([
+      'Observation/o1',
+      'Patient/p1',
+    ]);
+    expect(await ids(db, 'Group', { _id: 'g1', _revinclude: 'Observation:subject' })).toEqual([
+      'Group/g1',
+      'Observation/og',
+    ]);
+    expect(await ids(db, 'Group', { _id: 'g1', _revinclude: 'Observation:patient' })).toEqual(['Group/g1']);
+    expect(await ids(db, 'Patient', { _id: 'p1', _revinclude: '*' })).toEqual([
+      'Observation/o1',
+      'Patient/p1',
+    ]);
+    expect(await ids(db, 'Patient', { _id: 'p1' })).toEqual(['Patient/p1']);
+    expect(await ids(db, 'Group', { '_has:Observation:subject:_id': 'og' })).toEqual(['Group/g1']);
     expect(await ids(db, 'Observation', { subject: 'p2' })).toEqual(['Observation/o2']);
     expect(await ids(db, 'Observation', { 'code:text': 'body' })).toEqual([
       'Observation/o1',
       'Observation/o2',
       'Observation/o9',
+      'Observation/og',
     ]);
     expect(await ids(db, 'Observation', { 'code-value-quantity': 'http://loinc.org|29463-7$gt75' })).toEqual([
       'Observation/o2',
@@ -146,5 +218,18 @@ describe.each(databases)('migration 025 on $name', (database) => {
     ]);
     expect(await ids(db, 'Patient', { '_has:Observation:subject:_id': 'o9' })).toEqual([]);
     expect(await ids(db, 'Patient', { '_has:Observation:subject:_id': 'o1' })).toEqual(['Patient/p1']);
+  });
+});
+
+describe('migration 025 reference pairs', () => {
+  it('deletes the rows of the pairs the index writer keeps once, and of no other', () => {
+    const written = [...resourceTypes()]
+      .flatMap((t) => [...narrowerOf(t)].map(([wide, narrow]) => `${t} ${wide} ${narrow}`))
+      .sort();
+    const migrated = [...m025.sql.matchAll(/\('([A-Za-z]+)', '([a-z-]+)', '([a-z-]+)'\)/g)]
+      .map((m) => `${m[1]} ${m[2]} ${m[3]}`)
+      .sort();
+    expect(written).toContain('Observation subject patient');
+    expect(migrated).toEqual(written);
   });
 });
