@@ -103,11 +103,11 @@ async function main(): Promise<void> {
   let oid: string;
   try {
     const n = await c.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM sp_reference WHERE resource_type = 'Observation' AND code = 'subject'`,
+      `SELECT count(*)::int AS n FROM sp_reference WHERE resource_type = 'Observation' AND code IN ('subject', 'patient')`,
     );
     const ref = await c.query<{ ref: string; id: string }>(
       `SELECT x.ref, r.id FROM sp_reference x JOIN resources r ON r.rid = x.rid
-       WHERE x.resource_type = 'Observation' AND x.code = 'subject' AND NOT r.deleted
+       WHERE x.resource_type = 'Observation' AND x.code IN ('subject', 'patient') AND NOT r.deleted
        ORDER BY x.rid OFFSET $1 LIMIT 1`,
       [Math.floor((n.rows[0]?.n ?? 0) / 2)],
     );

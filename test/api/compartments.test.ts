@@ -82,6 +82,8 @@ describe.each(testDatabases())('compartments on $name', (database) => {
     expect(await ids(`Patient/${pid}/$everything?_type=Observation`)).toEqual(
       sorted(obs.subject, obs.performer),
     );
+    // A type outside the compartment: nothing, not an error.
+    expect(await ids(`Patient/${pid}/$everything?_type=Practitioner`)).toEqual([]);
     const future = new Date(Date.now() + 60_000).toISOString();
     expect(await ids(`Patient/${pid}/$everything?_since=${encodeURIComponent(future)}`)).toEqual([]);
     const seen: string[] = [];

@@ -12,6 +12,7 @@ import { FhirError } from '../outcome.js';
 import { readVisibleRow } from '../repository/read.js';
 import { RawJson, type FhirResult } from '../result.js';
 import { patientCondition } from '../search/patient-reach.js';
+import { withNarrower } from '../search/reference-pairs.js';
 import { contentJson } from '../search/sql.js';
 import { operationParams } from './async-start.js';
 import type { OperationDefinition, OperationInput } from './operation.js';
@@ -61,8 +62,19 @@ async function everything(db: Queryable, i: OperationInput): Promise<FhirResult>
   );
   const values: unknown[] = [];
   const bind = (v: unknown): string => `$${values.push(v)}`;
-  const pairs = types.flatMap((t) => (compartment.get(t) ?? []).map((code) => `${t} ${code}`));
-  const codes = [...new Set(types.flatMap((t) => compartment.get(t) ?? []))];
+  // The types grouped by their compartment codes (with the narrower codes that hold some of their rows: Observation
+  // `patient` for `subject`, reference-pairs.ts), so that each group's index ranges are exactly its (type, code) pairs
+  // rather than every type with every code.
+  const groups = new Map<string, { types: string[]; codes: string[] }>();
+  for (const t of types) {
+    const codes = withNarrower(t, compartment.get(t) ?? []);
+    const key = codes.join(' ');
+    const g = groups.get(key);
+    if (g) g.types.push(t);
+    else groups.set(key, { types: [t], codes });
+  }
+  // Bound only when used (a parameter the text does not use has no type, and the statement fails).
+  const ref = groups.size > 0 ? bind(`Patient/${id}`) : '';
   // The Patient itself, and the resources whose compartment params reference it, found through the reference index
   // (type, param, `Patient/id`: an index range each) as one set of rids. Checked row by row from `r` instead, every
   // resource of the project was read (3.4 s at 5 million Observations).
@@ -70,10 +82,14 @@ async function everything(db: Queryable, i: OperationInput): Promise<FhirResult>
     ...(!p.types || p.types.includes('Patient')
       ? [`SELECT s.rid FROM resources s WHERE s.resource_type = 'Patient' AND s.id = ${bind(id)}`]
       : []),
-    `SELECT x.rid FROM sp_reference x WHERE x.resource_type = ANY(${bind(types)}::text[]) ` +
-      `AND x.code = ANY(${bind(codes)}::text[]) AND x.ref = ${bind(`Patient/${id}`)} ` +
-      `AND x.resource_type || ' ' || x.code = ANY(${bind(pairs)}::text[])`,
+    ...[...groups.values()].map(
+      (g) =>
+        `SELECT x.rid FROM sp_reference x WHERE x.resource_type = ANY(${bind(g.types)}::text[]) ` +
+        `AND x.code = ANY(${bind(g.codes)}::text[]) AND x.ref = ${ref}`,
+    ),
   ];
+  // None (`_type` names only types outside the compartment): no member.
+  if (members.length === 0) members.push('SELECT NULL::bigint WHERE FALSE');
   const conds = ['NOT r.deleted', `r.rid > ${bind(p.after)}`, `r.rid IN (${members.join(' UNION ALL ')})`];
   if (ctx.scope.projectId !== null) conds.push(`r.project_id = ${bind(ctx.scope.projectId)}`);
   const reach = patientCondition(ctx.scope, 'r', bind);

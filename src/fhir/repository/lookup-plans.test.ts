@@ -18,6 +18,8 @@ import { searchCompartment } from './compartment-search.js';
 import type { ExportParams } from '../../jobs/kinds/export.js';
 import { pageQuery } from '../../jobs/kinds/export-query.js';
 import type { Resource } from '../types.js';
+import { includeSql, searchSql } from '../search/sql.js';
+import { parseSearchRequest } from '../search/parse.js';
 import type { RawJson } from '../result.js';
 import { systemContext } from './context.js';
 import { commitCreates } from './create.js';
@@ -153,6 +155,34 @@ describe.each(testDatabases())('lookups by index on $name', ({ open }) => {
       expect(await tableAccess(db, s, 'sp_reference')).not.toContain('Seq Scan');
       expect(await tableAccess(db, s, 'resources')).not.toContain('Seq Scan');
     }
+  });
+
+  it('a search by subject, and its _include, read the one row each reference keeps through the reference index', async () => {
+    // Observation `subject` references to Patients are kept once, under `patient` (migration 025).
+    const codes = await db.query<{ code: string; n: number }>(
+      `SELECT code, count(*)::int AS n FROM sp_reference WHERE resource_type = 'Observation' GROUP BY code ORDER BY code`,
+    );
+    expect(codes.rows).toEqual([{ code: 'patient', n: 2 * PATIENTS }]);
+    const scope = { projectId: 'project-a' };
+    for (const code of ['subject', 'patient']) {
+      const q = searchSql(parseSearchRequest('Observation', { [code]: `Patient/${id(1234)}` }), scope);
+      const found = await db.query<{ id: string }>(q.text, q.values);
+      expect(found.rows.map((r) => r.id).sort()).toEqual(['obs-2234', 'obs-2734']);
+      expect(await tableAccess(db, { sql: q.text, params: q.values }, 'sp_reference')).toEqual([
+        'Index Only Scan sp_reference_ref',
+      ]);
+    }
+    const rids = (
+      await db.query<{ rid: string }>(`SELECT rid FROM resources WHERE id = ANY($1::text[])`, [
+        ['obs-2234', 'obs-5999'],
+      ])
+    ).rows.map((r) => Number(r.rid));
+    const inc = includeSql({ sourceType: 'Observation', code: 'subject' }, rids, scope);
+    const included = await db.query<{ id: string }>(inc.text, inc.values);
+    expect(included.rows.map((r) => r.id).sort()).toEqual([id(1234), id(2999)]);
+    const access = await tableAccess(db, { sql: inc.text, params: inc.values }, 'sp_reference');
+    expect(access.length).toBeGreaterThan(0);
+    expect(access).not.toContain('Seq Scan');
   });
 
   it("a Group export's page finds a small group's resources through the reference index", async () => {

@@ -10,6 +10,7 @@ import type { ExtractedValues } from './extract-composite.js';
 import type { IndexValue } from './normalise.js';
 import { fullTextWords } from './full-text.js';
 import { lastnRows, type LastnRow } from './lastn-index.js';
+import { narrowerOf } from './reference-pairs.js';
 
 interface Table {
   name: string;
@@ -55,17 +56,11 @@ const TABLES: Record<Kind, Table> = {
   },
   reference: {
     name: 'sp_reference',
-    columns: 'rid, resource_type, code, target_type, target_id, ref',
-    select: 'x.r, x.t, x.c, x.y, x.i, x.f',
-    record: 'r bigint, t text, c text, y text, i text, f text',
-    row: (r, t, c, v: Extract<IndexValue, { t: 'reference' }>) => ({
-      r,
-      t,
-      c,
-      y: v.targetType,
-      i: v.targetId,
-      f: v.ref,
-    }),
+    // The target's type and id are the two parts of `ref` where it names a resource (migration 025).
+    columns: 'rid, resource_type, code, ref',
+    select: 'x.r, x.t, x.c, x.f',
+    record: 'r bigint, t text, c text, f text',
+    row: (r, t, c, v: Extract<IndexValue, { t: 'reference' }>) => ({ r, t, c, f: v.ref }),
   },
   date: {
     name: 'sp_date',
@@ -168,18 +163,42 @@ export interface IndexItem {
   index?: readonly ExtractedValues[];
 }
 
+/**
+ * `<wider code>\n<ref>` of each reference a narrower parameter indexes for this resource (Observation `patient` for
+ * `subject`): the wider parameter's row for it is not written (reference-pairs.ts). Undefined when there is none.
+ */
+function sharedReferences(resourceType: string, all: readonly ExtractedValues[]): Set<string> | undefined {
+  const pairs = narrowerOf(resourceType);
+  if (pairs.size === 0) return undefined;
+  let out: Set<string> | undefined;
+  for (const [wide, narrow] of pairs) {
+    for (const { code, values, grp } of all) {
+      if (code !== narrow || grp !== undefined) continue;
+      for (const v of values) if (v.t === 'reference') (out ??= new Set()).add(`${wide}\n${v.ref}`);
+    }
+  }
+  return out;
+}
+
 /** Index rows of the given resources; `r` holds the rid when known, and `id` the resource id for joins. */
 function collectRows(items: readonly IndexItem[]): Rows {
   const rows: Rows = new Map();
   for (const { rid, resource, index } of items) {
     const rt = resource.resourceType;
     const all = index?.length ? [...extractAll(resource), ...index] : extractAll(resource);
+    const shared = sharedReferences(rt, all);
     for (const { code, values, grp } of all) {
       for (const v of values) {
+        // Kept once, under the narrower parameter's code (reference-pairs.ts, migration 025).
+        if (shared && v.t === 'reference' && grp === undefined && shared.has(`${code}\n${v.ref}`)) continue;
         let list = rows.get(v.t);
         if (!list) rows.set(v.t, (list = []));
         const row = TABLES[v.t].row(rid ?? 0, rt, code, v as never);
-        if (grp !== undefined) row.g = grp;
+        if (grp !== undefined) {
+          row.g = grp;
+          // A composite's token component is never searched by `:text` (migration 025).
+          if (v.t === 'token') row.x = null;
+        }
         if (rid === undefined) row.id = resource.id;
         list.push(row);
       }

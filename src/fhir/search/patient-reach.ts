@@ -5,14 +5,18 @@ import { compartmentParams } from '../definitions/compartments.js';
 import { patientCompartment } from '../definitions/patient-compartment.js';
 import type { AccessScope, Resource } from '../types.js';
 import { extractValues } from './extract.js';
+import { withNarrower } from './reference-pairs.js';
 import { getSearchParam } from './registry.js';
 
 type Bind = (v: unknown) => string;
 
 let pairs: string[] | undefined;
-/** `<type> <param>` of every Patient-compartment parameter, for rows whose type is not known in advance. */
+/**
+ * `<type> <code>` of every Patient-compartment parameter's reference rows (with the narrower codes that hold some of
+ * them: reference-pairs.ts), for rows whose type is not known in advance.
+ */
 function compartmentPairs(): string[] {
-  pairs ??= [...patientCompartment()].flatMap(([t, codes]) => codes.map((c) => `${t} ${c}`));
+  pairs ??= [...patientCompartment()].flatMap(([t, codes]) => withNarrower(t, codes).map((c) => `${t} ${c}`));
   return pairs;
 }
 
@@ -54,7 +58,10 @@ export function patientCondition(
     const params = compartmentParams('Patient', resourceType).filter((c) => c !== '{def}');
     const alts: string[] = [];
     if (resourceType === 'Patient') alts.push(`${a}.id = ${bind(p.id)}`);
-    if (params.length > 0) alts.push(referencedBy(a, bind(resourceType), params, [`Patient/${p.id}`], bind));
+    if (params.length > 0)
+      alts.push(
+        referencedBy(a, bind(resourceType), withNarrower(resourceType, params), [`Patient/${p.id}`], bind),
+      );
     return alts.length ? `(${alts.join(' OR ')})` : 'FALSE';
   }
   const ref = bind(`Patient/${p.id}`);

@@ -2,9 +2,11 @@
 // Matching rules: https://hl7.org/fhir/R4/search.html (string prefix, token forms, date ranges and prefixes, ...).
 import type { AccessScope } from '../types.js';
 import { FhirError } from '../outcome.js';
+import { resourceTypes } from './model.js';
 import { normaliseString, uriAncestors, uriBelow } from './normalise.js';
 import { fullTextCondition, isFullTextFilter } from './full-text.js';
 import { patientCondition, referencedBy } from './patient-reach.js';
+import { narrowerOf, withNarrower } from './reference-pairs.js';
 import type {
   FilterExpr,
   FilterValue,
@@ -66,6 +68,45 @@ export function escapeLike(s: string): string {
  */
 function startsWith(b: Builder, col: string, prefix: string): string {
   return `(${col} ~>=~ ${b.p(prefix)} AND ${col} ~<~ ${b.p(`${prefix}\u{10FFFF}`)})`;
+}
+
+/**
+ * Part `n` (1: type, 2: id) of a reference row's target: where a reference names a resource, `ref` is `<type>/<id>`
+ * (migration 025 keeps only `ref`).
+ */
+function refPart(b: Builder, x: string, n: 1 | 2): string {
+  return `split_part(${x}.ref, ${b.p('/')}, ${n})`;
+}
+
+/**
+ * The row's `ref` has at most one slash, as `<type>/<id>` has: any other text kept (an absolute URL, a logical
+ * reference) then has parts that are no resource type or id, so its parts match no resource.
+ */
+function oneSlash(b: Builder, x: string): string {
+  return `${x}.ref NOT LIKE ${b.p('%/%/%')}`;
+}
+
+/**
+ * The row is one of parameter `code`'s, of `table` for resources of `types` (`*`: any type). A reference parameter
+ * that a narrower one shares rows with (Observation `subject` and `patient`: reference-pairs.ts, migration 025) has
+ * its rows under both codes; over several types, the narrower code counts only for the types where it is narrower.
+ */
+function codeIs(b: Builder, x: string, table: string, types: Types | '*', code: string): string {
+  // Bound only where used: a parameter the text does not use has no type, and the statement fails.
+  const plain = (): string => `${x}.code = ${b.p(code)}`;
+  if (table !== 'sp_reference') return plain();
+  const list = types === '*' ? [...resourceTypes()] : typeof types === 'string' ? [types] : types;
+  const byNarrow = new Map<string, string[]>();
+  for (const t of list) {
+    const narrow = narrowerOf(t).get(code);
+    if (narrow) byNarrow.set(narrow, [...(byNarrow.get(narrow) ?? []), t]);
+  }
+  if (byNarrow.size === 0) return plain();
+  if (typeof types === 'string') return `${x}.code = ANY(${b.p([code, ...byNarrow.keys()], 'text[]')})`;
+  const alts = [...byNarrow].map(
+    ([narrow, ts]) => `(${x}.code = ${b.p(narrow)} AND ${typeIs(b, `${x}.resource_type`, ts)})`,
+  );
+  return `(${[plain(), ...alts].join(' OR ')})`;
 }
 
 /** The resource type(s) a condition is about: one, or the group of a system-level search (search-system.ts). */
@@ -175,12 +216,16 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
       return conds.length ? `(${conds.join(' AND ')})` : 'TRUE';
     }
     case 'text':
-      // A byte range, as strings: the sp_token_text index answers it (migration 019).
-      return startsWith(b, `${x}.text_norm`, normaliseString(v.value));
+      // A byte range, as strings: the sp_token_text index answers it (migrations 019, 025: rows of no composite).
+      return `(${startsWith(b, `${x}.text_norm`, normaliseString(v.value))} AND ${x}.grp IS NULL)`;
     case 'reference':
       return v.refs.length ? `${x}.ref = ANY(${b.p(v.refs, 'text[]')})` : 'FALSE';
     case 'reference-id':
-      return `${x}.target_id = ${b.p(v.id)}`;
+      // An id of any type (a parameter without target types): `<type>/<id>` for each type, as the index holds it.
+      return `${x}.ref = ANY(${b.p(
+        [...resourceTypes()].map((t) => `${t}/${v.id}`),
+        'text[]',
+      )})`;
     case 'date':
       return rangeCondition(
         v.prefix,
@@ -326,7 +371,7 @@ function filterCondition(
     const tt = b.p(targetType);
     const conds = [
       typeIs(b, `${x}.resource_type`, resourceType),
-      `${x}.code = ${b.p(f.code)}`,
+      codeIs(b, x, 'sp_reference', resourceType, f.code),
       `NOT ${t}.deleted`,
       ...(scope.projectId !== null ? [`${t}.project_id = ${b.p(scope.projectId)}`] : []),
       ...optional(patientCondition(scope, t, (v) => b.p(v), targetType)),
@@ -343,8 +388,9 @@ function filterCondition(
     const { sourceType, code, filter } = f.has;
     const conds = [
       `${x}.resource_type = ${b.p(sourceType)}`,
-      `${x}.code = ${b.p(code)}`,
-      typeIs(b, `${x}.target_type`, resourceType),
+      codeIs(b, x, 'sp_reference', sourceType, code),
+      typeIs(b, refPart(b, x, 1), resourceType),
+      oneSlash(b, x),
       `NOT ${s}.deleted`,
       ...(scope.projectId !== null ? [`${s}.project_id = ${b.p(scope.projectId)}`] : []),
       ...optional(patientCondition(scope, s, (v) => b.p(v), sourceType)),
@@ -353,8 +399,8 @@ function filterCondition(
     // Over several types (a system search), the type is matched too: ids are unique within a type only.
     const [row, ref] =
       typeof resourceType === 'string'
-        ? [`${a}.id`, `${x}.target_id`]
-        : [`(${a}.resource_type, ${a}.id)`, `${x}.target_type, ${x}.target_id`];
+        ? [`${a}.id`, refPart(b, x, 2)]
+        : [`(${a}.resource_type, ${a}.id)`, `${refPart(b, x, 1)}, ${refPart(b, x, 2)}`];
     return `${row} IN (SELECT ${ref} FROM sp_reference ${x} JOIN resources ${s} ON ${s}.rid = ${x}.rid WHERE ${conds.join(' AND ')})`;
   }
   if (f.type === 'composite') {
@@ -364,10 +410,10 @@ function filterCondition(
     return `${a}.rid IN (${alts.join(' UNION ALL ')})`;
   }
   if (f.missing !== undefined) {
-    const any = `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${x}.code = ${b.p(f.code)})`;
+    const any = `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${codeIs(b, x, table, resourceType, f.code)})`;
     return f.missing ? `NOT ${any}` : any;
   }
-  const test = `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${x}.code = ${b.p(f.code)} AND ${or(
+  const test = `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${codeIs(b, x, table, resourceType, f.code)} AND ${or(
     f.values.map((v) => valueCondition(f, v, x, b)),
   )}`;
   if (f.modifier === 'not' || f.modifier === 'not-in')
@@ -445,7 +491,17 @@ function compartmentCondition(
   const params = c.params.filter((p) => p !== '{def}');
   const bind = (v: unknown): string => b.p(v);
   const alternatives =
-    params.length > 0 ? [referencedBy('r', bind(resourceType), params, [`${c.type}/${c.id}`], bind)] : [];
+    params.length > 0
+      ? [
+          referencedBy(
+            'r',
+            bind(resourceType),
+            withNarrower(resourceType, params),
+            [`${c.type}/${c.id}`],
+            bind,
+          ),
+        ]
+      : [];
   if (c.params.includes('{def}')) alternatives.push(`r.id = ${b.p(c.id)}`);
   return or(alternatives);
 }
@@ -476,7 +532,7 @@ const SORT_COLUMN: Record<string, [string, KeyExpr['sqlType']]> = {
 };
 
 /** A sort key as an expression per row: min value ascending, max value descending (dates: low / high). */
-function keyExpr(k: SortKey, b: Builder): KeyExpr {
+function keyExpr(k: SortKey, b: Builder, types: Types): KeyExpr {
   if (k.code === '_id') return { expr: 'r.id', sqlType: 'text', descending: k.descending };
   if (k.code === '_lastUpdated')
     return { expr: 'r.last_updated', sqlType: 'timestamptz', descending: k.descending };
@@ -487,7 +543,7 @@ function keyExpr(k: SortKey, b: Builder): KeyExpr {
       : (SORT_COLUMN[k.type] ?? ['value', 'text' as const]);
   const x = b.alias('s');
   return {
-    expr: `(SELECT ${agg}(${x}.${col}) FROM ${TABLE[k.type]} ${x} WHERE ${x}.rid = r.rid AND ${x}.code = ${b.p(k.code)})`,
+    expr: `(SELECT ${agg}(${x}.${col}) FROM ${TABLE[k.type]} ${x} WHERE ${x}.rid = r.rid AND ${codeIs(b, x, TABLE[k.type] as string, types, k.code)})`,
     sqlType,
     descending: k.descending,
   };
@@ -573,7 +629,8 @@ export function searchSql(req: SearchRequest, scope: AccessScope, limit = req.co
   const b = new Builder();
   const where = whereClause(req, scope, b);
   const back = req.cursor?.before === true;
-  const forward: Keys = req.sort.map((k) => keyExpr(k, b));
+  const types = req.system ? req.system.flatMap((g) => g.types) : req.resourceType;
+  const forward: Keys = req.sort.map((k) => keyExpr(k, b, types));
   const keys = back ? reversedKeys(forward) : forward;
   const names = keys.map((_, i) => `k${i}`);
   if (!sorted) {
@@ -726,13 +783,15 @@ function scopeConditions(scope: AccessScope, a: string, b: Builder): string {
 export function includeSql(spec: IncludeSpec, rids: readonly number[], scope: AccessScope): SqlQuery {
   const b = new Builder();
   const conds = [`x.rid = ANY(${b.p(rids, 'bigint[]')})`, `x.resource_type = ${b.p(spec.sourceType)}`];
-  if (spec.code !== '*') conds.push(`x.code = ${b.p(spec.code)}`);
-  if (spec.targetType) conds.push(`x.target_type = ${b.p(spec.targetType)}`);
+  if (spec.code !== '*') conds.push(codeIs(b, 'x', 'sp_reference', spec.sourceType, spec.code));
+  if (spec.targetType) conds.push(`${refPart(b, 'x', 1)} = ${b.p(spec.targetType)}`);
+  conds.push(oneSlash(b, 'x'));
+  const target = `${refPart(b, 'x', 1)}, ${refPart(b, 'x', 2)}`;
   const scopeCond = scopeConditions(scope, 't', b);
   return {
     text:
       `SELECT t.rid, t.resource_type, t.id, t.content::text AS json FROM resources t ` +
-      `WHERE (t.resource_type, t.id) IN (SELECT x.target_type, x.target_id FROM sp_reference x WHERE ${conds.join(' AND ')}) ` +
+      `WHERE (t.resource_type, t.id) IN (SELECT ${target} FROM sp_reference x WHERE ${conds.join(' AND ')}) ` +
       `AND NOT t.deleted${scopeCond} ORDER BY t.rid LIMIT ${b.p(INCLUDE_LIMIT, 'int')}`,
     values: b.values,
   };
@@ -747,7 +806,8 @@ export function revincludeSql(spec: IncludeSpec, refs: readonly string[], scope:
   const anyType = spec.sourceType === '*';
   const src = anyType ? '' : b.p(spec.sourceType);
   const conds = [...(anyType ? [] : [`x.resource_type = ${src}`]), `x.ref = ANY(${b.p(refs, 'text[]')})`];
-  if (spec.code !== '*') conds.push(`x.code = ${b.p(spec.code)}`);
+  if (spec.code !== '*')
+    conds.push(codeIs(b, 'x', 'sp_reference', anyType ? '*' : spec.sourceType, spec.code));
   const typeCond = anyType ? '' : ` AND s.resource_type = ${src}`;
   const scopeCond = scopeConditions(scope, 's', b);
   return {

@@ -7,6 +7,7 @@ import { structureNode } from '../../fhir/definitions/index.js';
 import { patientCompartment } from '../../fhir/definitions/patient-compartment.js';
 import { parseTypeFilter } from '../../fhir/operations/export-params.js';
 import { referencedBy } from '../../fhir/search/patient-reach.js';
+import { withNarrower } from '../../fhir/search/reference-pairs.js';
 import { contentJson, matchCondition } from '../../fhir/search/sql.js';
 import type { ExportParams } from './export.js';
 
@@ -23,7 +24,8 @@ function compartmentCondition(
 ): string | undefined {
   // Every Patient is in its own compartment.
   if (p.level === 'system' || (type === 'Patient' && p.patients === undefined)) return undefined;
-  const codes = patientCompartment().get(type) ?? [];
+  // With the narrower codes that hold some of their rows (Observation `patient` for `subject`: reference-pairs.ts).
+  const codes = withNarrower(type, patientCompartment().get(type) ?? []);
   if (codes.length === 0 && type !== 'Patient') return 'FALSE';
   // Every Patient (Patient level): each row is checked by its rid as the pages walk the type. Some Patients (a Group,
   // or `patient`): their references as the reference index holds them (type, param, `Patient/id`), so that PostgreSQL
@@ -35,7 +37,7 @@ function compartmentCondition(
       ? 'FALSE'
       : p.patients === undefined
         ? `EXISTS (SELECT 1 FROM sp_reference s WHERE s.rid = r.rid AND s.code = ANY(${bind(codes)}::text[]) ` +
-          `AND s.target_type = 'Patient')`
+          `AND s.ref LIKE 'Patient/%')`
         : // `x.rid > $2` (the page's start, as `r.rid > $2`): a walk of the reference rows by rid starts there too.
           referencedBy(
             'r',
