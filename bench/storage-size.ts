@@ -83,14 +83,14 @@ export async function storageSizes(url: string, vacuum: Vacuum = 'analyze'): Pro
 }
 
 /**
- * The per-table report: bytes per resource of each table holding at least 1 byte per resource (the rest summed as
+ * The per-table report: bytes per resource of each table holding at least 5 bytes per resource (the rest summed as
  * "other"), and the total.
  */
 export function formatStorage(s: StorageSizes, title = 'bytes per resource'): string {
   const n = Math.max(s.resources, 1);
   const per = (b: number): number => Math.round(b / n);
-  const shown = s.tables.filter((t) => per(t.total) >= 1);
-  const rest = s.tables.filter((t) => per(t.total) < 1);
+  const shown = s.tables.filter((t) => per(t.total) >= 5);
+  const rest = s.tables.filter((t) => per(t.total) < 5);
   const rows = shown.map((t) => [t.table, per(t.total), per(t.indexes)] as const);
   if (rest.length)
     rows.push([
