@@ -28,6 +28,7 @@ import { parseSearchRequest } from '../src/fhir/search/parse.js';
 import { searchSql } from '../src/fhir/search/sql.js';
 import { families, makePatient } from './patients.js';
 import { login, startServer, batch, quantityObservation, type QuantityCode } from './server.js';
+import { storageReport } from './storage-size.js';
 
 const SIZES = (process.env.GROWTH_SIZES ?? '10000,100000,1000000').split(',').map(Number);
 const OBS = Number(process.env.GROWTH_OBS ?? 50);
@@ -381,6 +382,8 @@ async function main(): Promise<void> {
       const times = await dbTimes(u.toString(), ids);
       dbRows.push({ patients: size, 'database size': await databaseSize(u.toString()), ...times });
       console.table([times]);
+      // Bytes per resource per table of the database being grown (bench/storage-size.ts; ANALYZE ran above).
+      console.log(await storageReport(u.toString(), 'none', `bytes per resource at ${size} Patients`));
     }
     console.log(`server peak RSS ${server.peakRssMb()} MB`);
   } finally {

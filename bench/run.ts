@@ -12,7 +12,8 @@
 // (bench/validation.ts; BENCH_VALIDATION=0 skips), and auditing: read, search and create req/s and CPU time per request
 // with auditing on and off (two servers on the same data, interleaved runs), and the audit table's growth per million
 // requests (bench/audit.ts; BENCH_AUDIT=0 skips; AUDIT_RUNS rounds, default 5), and `$lastn` latency for Patients with
-// 10, 100, 1,000 and 10,000 Observations, as ratios to the smallest (bench/lastn.ts; BENCH_LASTN=0 skips).
+// 10, 100, 1,000 and 10,000 Observations, as ratios to the smallest (bench/lastn.ts; BENCH_LASTN=0 skips), and the
+// database's bytes per resource per table after the request benchmarks (bench/storage-size.ts; BENCH_STORAGE=0 skips).
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -31,6 +32,7 @@ import { benchLastn } from './lastn.js';
 import { benchTerminology } from './terminology.js';
 import { benchValidation } from './validation.js';
 import { login, startServer, type RunningServer } from './server.js';
+import { storageReport } from './storage-size.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const DURATION = Number(process.env.BENCH_DURATION ?? 5);
@@ -328,6 +330,11 @@ async function main(): Promise<void> {
       );
       try {
         await benchEngine('postgres', server, rows, notes, idp);
+        // Bytes per resource per table (bench/storage-size.ts), of the Patients, Synthea and creates loaded so far.
+        if (process.env.BENCH_STORAGE !== '0')
+          notes.push(
+            `postgres: ${await storageReport(pgUrl, 'analyze', 'bytes per resource after the loads above')}`,
+          );
         if (process.env.BENCH_EXPORT !== '0')
           await benchExport(server, await login(server.base), pgUrl, RUNS, notes);
         if (process.env.BENCH_CSV !== '0')

@@ -58,7 +58,9 @@ export function loginHolds(l: string, m: string): string {
         AND (c.project_id = ${l}.project_id OR (${l}.auth_method = 'password' AND ${isConsoleClientSql('c')}))
         AND ${clientActive('c')}))
     AND NOT EXISTS (
-      SELECT 1 FROM resources x JOIN resource_history h ON h.rid = x.rid
+      SELECT 1 FROM resources x CROSS JOIN LATERAL (
+        SELECT p.last_updated, p.deleted, p.content FROM resource_history p WHERE p.rid = x.rid
+        UNION ALL SELECT x.last_updated, x.deleted, x.content) h
       WHERE h.last_updated > ${l}.created_at AND (
         (x.resource_type = 'ProjectMembership' AND x.id = ${l}.membership_id
           AND (h.deleted OR h.content->>'active' = 'false'))

@@ -24,6 +24,7 @@ import * as m020 from './migrations/020-lastn.js';
 import * as m021 from './migrations/021-smart-launch.js';
 import * as m022 from './migrations/022-launch-fhir-context.js';
 import * as m023 from './migrations/023-index-backfill.js';
+import * as m024 from './migrations/024-history-past-versions.js';
 import * as m025 from './migrations/025-narrow-index-rows.js';
 
 export interface Migration {
@@ -56,6 +57,7 @@ export const MIGRATIONS: readonly Migration[] = [
   m021,
   m022,
   m023,
+  m024,
   m025,
 ];
 

@@ -74,10 +74,13 @@ describe.runIf(url && postgres)('two instances on PostgreSQL', () => {
     }
     for (const id of ids) expect((await waitForJob(a, id, token)).status).toBe('completed');
     const rows = await a.db.query<{ id: string; attempts: number; versions: number; completed: number }>(
-      `SELECT j.id, j.attempts,
-         (SELECT count(*)::int FROM resource_history h WHERE h.resource_type = 'AsyncJob' AND h.id = j.id) AS versions,
-         (SELECT count(*)::int FROM resource_history h WHERE h.resource_type = 'AsyncJob' AND h.id = j.id
-            AND h.content->>'status' = 'completed') AS completed
+      // The versions: the past ones in resource_history, the current one in resources.
+      `WITH v AS (
+         SELECT id, content FROM resource_history WHERE resource_type = 'AsyncJob'
+         UNION ALL SELECT id, content FROM resources WHERE resource_type = 'AsyncJob' AND NOT deleted)
+       SELECT j.id, j.attempts,
+         (SELECT count(*)::int FROM v WHERE v.id = j.id) AS versions,
+         (SELECT count(*)::int FROM v WHERE v.id = j.id AND v.content->>'status' = 'completed') AS completed
        FROM jobs j WHERE j.id = ANY($1::text[])`,
       [ids],
     );

@@ -80,6 +80,16 @@ describe.each(testDatabases())('lookups by index on $name', ({ open }) => {
         name: [{ family: `After${i}` }],
       } as Resource);
     }
+    // Every Observation's second version, written as writeVersion writes one (the first moves to resource_history):
+    // the history then holds thousands of past versions, as a real database's does, and not only the three above.
+    await db.query(
+      `WITH prev AS (
+         INSERT INTO resource_history (rid, resource_type, id, version_id, project_id, last_updated, deleted, content)
+         SELECT rid, resource_type, id, version_id, project_id, last_updated - interval '1 hour', deleted, content
+         FROM resources WHERE resource_type = 'Observation'
+       )
+       UPDATE resources SET version_id = version_id + 1 WHERE resource_type = 'Observation'`,
+    );
     await db.query('ANALYZE');
   }, 120_000);
   afterAll(() => db?.close());
@@ -96,6 +106,10 @@ describe.each(testDatabases())('lookups by index on $name', ({ open }) => {
       const access = await tableAccess(db, s, 'resource_history');
       expect(access).toHaveLength(1);
       expect(access[0]).toMatch(/^Index (Only )?Scan resource_history_pkey$/);
+      // The current version is the row of resources (resource_history holds only the past ones), by its key too.
+      const current = await tableAccess(db, s, 'resources');
+      expect(current.length).toBeGreaterThan(0);
+      for (const a of current) expect(a).toMatch(/^Index (Only )?Scan resources_type_id$/);
     }
   });
 
@@ -121,7 +135,40 @@ describe.each(testDatabases())('lookups by index on $name', ({ open }) => {
       const access = await tableAccess(db, s, 'resource_history');
       expect(access).toHaveLength(1);
       expect(access[0]).toMatch(/resource_history_pkey$/);
+      // The current version from resources, by its key (rid).
+      const current = await tableAccess(db, s, 'resources');
+      expect(current).toHaveLength(1);
+      expect(current[0]).toMatch(/resources_pkey$/);
     }
+  });
+
+  it("a type's history merges past versions and current rows, each read through its type index", async () => {
+    const { q, seen } = recordQueries(db, /FROM resource_history/);
+    const res = await history(
+      q,
+      ctx,
+      'Patient',
+      undefined,
+      { _count: '5' },
+      `${ctx.fhirBase}/Patient/_history`,
+    );
+    const body = json(res.body) as unknown as {
+      entry: { resource: Resource; response: { etag: string } }[];
+    };
+    // The three updated Patients' current versions (resources), then the first version of hp-2999 (resource_history)
+    // and of hp-2998 (never updated: its current row), by last_updated then rid, as before.
+    expect(body.entry.map((e) => [e.resource.id, e.response.etag])).toEqual([
+      [id(2999), 'W/"2"'],
+      [id(1500), 'W/"2"'],
+      [id(7), 'W/"2"'],
+      [id(2999), 'W/"1"'],
+      [id(2998), 'W/"1"'],
+    ]);
+    expect(seen.length).toBe(1);
+    const past = await tableAccess(db, seen[0] as Recorded, 'resource_history');
+    expect(past).toEqual([expect.stringMatching(/resource_history_type_updated$/)]);
+    const current = await tableAccess(db, seen[0] as Recorded, 'resources');
+    expect(current).toEqual([expect.stringMatching(/resources_type_(updated|project_updated)$/)]);
   });
 
   it("the system's history reads each type's newest versions through the type index, not every version", async () => {
@@ -130,10 +177,23 @@ describe.each(testDatabases())('lookups by index on $name', ({ open }) => {
     const body = json(res.body) as unknown as { total?: number; entry: { resource: Resource }[] };
     expect(body.total).toBeUndefined(); // more than one page: not counted unless asked
     expect(body.entry.map((e) => e.resource.id)).toEqual([id(2999), id(1500), id(7), 'obs-5999', 'obs-5998']);
-    expect(seen.length).toBe(1);
-    const access = await tableAccess(db, seen[0] as Recorded, 'resource_history');
+    // Two statements: which types each table holds (skipping through the type indexes), then the page.
+    expect(seen.length).toBe(2);
+    const [held, page] = seen as [Recorded, Recorded];
+    for (const table of ['resource_history', 'resources']) {
+      const probe = await tableAccess(db, held, table);
+      expect(probe.length).toBeGreaterThan(0);
+      // An index led by resource_type: resource_history's type index, resources' type index or (type, id) key.
+      for (const a of probe)
+        expect(a).toMatch(/^Index (Only )?Scan (resource_history_type_updated|resources_type_\w+)$/);
+    }
+    const access = await tableAccess(db, page, 'resource_history');
     expect(access.length).toBeGreaterThan(1);
     expect(access).not.toContain('Seq Scan');
+    // The current versions, from resources, type by type through its type index too.
+    const current = await tableAccess(db, page, 'resources');
+    expect(current.length).toBe(access.length);
+    expect(current).not.toContain('Seq Scan');
   });
 
   it('a compartment search finds its resources through the reference index', async () => {

@@ -8,6 +8,7 @@ import type { OutboxEvent } from '../subscriptions/model.js';
 import { outboxCte } from '../subscriptions/outbox.js';
 import type { AuditRow } from '../../audit/model.js';
 import { auditCte, insertAuditRows } from '../../audit/writer.js';
+import { FhirError } from '../outcome.js';
 
 export interface StoredRow {
   rid: number;
@@ -22,6 +23,13 @@ export interface StoredRow {
 
 const ROW_COLUMNS =
   'rid, resource_type, id, project_id, version_id, last_updated, deleted, content::text AS json';
+
+/**
+ * The current row of `resources` as the version it is (ROW_COLUMNS): a deletion has no content, though the row keeps
+ * its last content (the id stays reserved).
+ */
+export const CURRENT_AS_VERSION =
+  'rid, resource_type, id, project_id, version_id, last_updated, deleted, CASE WHEN deleted THEN NULL ELSE content::text END AS json';
 
 export async function selectCurrent(
   db: Queryable,
@@ -43,11 +51,15 @@ export async function selectVersion(
   id: string,
   versionId: number,
 ): Promise<(StoredRow & { json: string | null }) | undefined> {
+  // resource_history holds the versions that are no longer current; the current one is the row in resources (a
+  // deleted row keeps its last content to reserve the id, but the version it stands for is the deletion: no content).
   // By rid, the history's key: resource_history has no index on (resource_type, id), and a type's history rows are
   // many (a scan of five million took 27 s). A resource keeps its rid for life (resources_type_id is unique).
   const r = await db.query<StoredRow & { json: string | null }>(
     `SELECT ${ROW_COLUMNS} FROM resource_history
-     WHERE rid = (SELECT rid FROM resources WHERE resource_type = $1 AND id = $2) AND version_id = $3`,
+     WHERE rid = (SELECT rid FROM resources WHERE resource_type = $1 AND id = $2) AND version_id = $3
+     UNION ALL
+     SELECT ${CURRENT_AS_VERSION} FROM resources WHERE resource_type = $1 AND id = $2 AND version_id = $3`,
     [resourceType, id, versionId],
     { prepare: true },
   );
@@ -64,8 +76,8 @@ export interface NewVersion {
 }
 
 /**
- * Inserts first versions of many resources — current row, history row and search index — in ONE statement, so a
- * create is one round trip (a single statement is atomic on its own; callers needing more wrap it in a transaction).
+ * Inserts first versions of many resources — current row and search index — in ONE statement, so a create is one
+ * round trip (the history gets a version when it stops being current: writeVersion) (a single statement is atomic on its own; callers needing more wrap it in a transaction).
  */
 export async function insertResources(
   tx: Queryable,
@@ -101,9 +113,6 @@ export async function insertResources(
        SELECT x.resource_type, x.id, x.project_id, x.version_id, x.last_updated, false, x.content
        FROM json_to_recordset($1::json) AS x(resource_type text, id text, project_id text, version_id int, last_updated timestamptz, content json)
        RETURNING rid, resource_type, id, project_id, version_id, last_updated, content
-     ), hist AS (
-       INSERT INTO resource_history (rid, resource_type, id, version_id, project_id, last_updated, deleted, content)
-       SELECT rid, resource_type, id, version_id, project_id, last_updated, false, content FROM ins
      )${index.length ? `, ${index.join(', ')}` : ''}
      SELECT count(*)::int AS n FROM ins`,
     params,
@@ -130,22 +139,35 @@ export async function writeVersion(
   const deleted = v.resource === null;
   const lastUpdated = v.lastUpdated.toISOString();
   // A deleted row keeps its last content so the id stays reserved; history records the deletion with no content.
-  // Current row, history row and index are written by one statement (one round trip).
+  // The version being replaced moves to resource_history (which holds only versions no longer current), the row
+  // takes the new one, the index follows: one statement (one round trip). Every caller holds the row's lock (FOR
+  // UPDATE) since it read the version it replaces, so this statement's snapshot sees that version and history stays
+  // gap-free. A caller whose version is not the one before `versionId` changes nothing: the statement moves and
+  // updates only that version, and the caller's transaction fails (its index rows are rolled back with it).
   const content = deleted ? null : stringifyJson(v.resource);
-  const params: unknown[] = [rid, v.versionId, lastUpdated, content, resourceType, id, v.projectId, deleted];
+  const params: unknown[] = [rid, v.versionId, lastUpdated, content, deleted];
   const index = replaceIndexCtes(rid, v.resource, params, v.index);
   const outbox = outboxCte(events, params);
   if (outbox) index.push(outbox);
-  await tx.query(
-    `WITH upd AS (
-       UPDATE resources SET version_id = $2, last_updated = $3, deleted = $8,
-         content = COALESCE($4::json, content) WHERE rid = $1 RETURNING rid
-     ), hist AS (
+  const r = await tx.query<{ n: number }>(
+    `WITH prev AS (
        INSERT INTO resource_history (rid, resource_type, id, version_id, project_id, last_updated, deleted, content)
-       VALUES ($1, $5, $6, $2, $7, $3, $8, $4::json)
+       SELECT rid, resource_type, id, version_id, project_id, last_updated, deleted,
+         CASE WHEN deleted THEN NULL ELSE content END
+       FROM resources WHERE rid = $1 AND version_id = $2::int - 1
+     ), upd AS (
+       UPDATE resources SET version_id = $2, last_updated = $3, deleted = $5,
+         content = COALESCE($4::json, content) WHERE rid = $1 AND version_id = $2::int - 1 RETURNING rid
      ), ${index.join(', ')}
      SELECT count(*)::int AS n FROM upd`,
     params,
     { prepare: true },
   );
+  if (r.rows[0]?.n !== 1)
+    throw new FhirError(
+      'conflict',
+      `${resourceType}/${id} changed while it was written (version ${v.versionId - 1} is not current)`,
+      'store.version-moved',
+      { status: 409 },
+    );
 }

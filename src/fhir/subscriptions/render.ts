@@ -16,8 +16,11 @@ export async function focusVersion(
 ): Promise<Resource | null> {
   if (!e.focusType || !e.focusId || e.focusVersion === null) return null;
   const r = await db.query<{ json: string | null }>(
+    // A past version is in resource_history, the current one in resources (deleted: no content).
     `SELECT content::text AS json FROM resource_history
-     WHERE rid = (SELECT rid FROM resources WHERE resource_type = $1 AND id = $2) AND version_id = $3`,
+     WHERE rid = (SELECT rid FROM resources WHERE resource_type = $1 AND id = $2) AND version_id = $3
+     UNION ALL
+     SELECT content::text FROM resources WHERE resource_type = $1 AND id = $2 AND version_id = $3 AND NOT deleted`,
     [e.focusType, e.focusId, e.focusVersion],
     { prepare: true },
   );

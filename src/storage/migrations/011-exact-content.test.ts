@@ -53,7 +53,9 @@ describe.each(databases)('migration 011 on $name', (database) => {
       `INSERT INTO resource_history (rid, resource_type, id, version_id, project_id, last_updated, deleted, content)
        SELECT rid, resource_type, id, 1, project_id, last_updated, false, content FROM resources`,
     );
-    expect(await migrate(db)).toEqual(MIGRATIONS.filter((m) => m.version >= 11).map((m) => m.version));
+    // Up to 023: migration 024 deletes the history's copy of each current version.
+    const upTo23 = MIGRATIONS.filter((m) => m.version < 24);
+    expect(await migrate(db, upTo23)).toEqual(upTo23.filter((m) => m.version >= 11).map((m) => m.version));
     const types = await db.query<{ table_name: string; data_type: string }>(
       `SELECT table_name, data_type FROM information_schema.columns
        WHERE column_name = 'content' AND table_schema = current_schema() AND table_name LIKE 'resource%'
