@@ -24,6 +24,7 @@ import * as m020 from './migrations/020-lastn.js';
 import * as m021 from './migrations/021-smart-launch.js';
 import * as m022 from './migrations/022-launch-fhir-context.js';
 import * as m023 from './migrations/023-index-backfill.js';
+import * as m026 from './migrations/026-sort-walk.js';
 
 export interface Migration {
   version: number;
@@ -55,6 +56,7 @@ export const MIGRATIONS: readonly Migration[] = [
   m021,
   m022,
   m023,
+  m026,
 ];
 
 const LOCK_KEY = 72_410_001;

@@ -7,7 +7,7 @@ import type { Queryable } from '../../storage/db.js';
 import type { AccessScope } from '../types.js';
 import { encodeCursor } from './cursor.js';
 import type { IncludeSpec, SearchRequest } from './request.js';
-import { countSql, INCLUDE_LIMIT, includeSql, revincludeSql, searchSql } from './sql.js';
+import { countSql, INCLUDE_LIMIT, includeSql, revincludeSql, searchSql, sortWalkSql } from './sql.js';
 
 export interface SearchEntry {
   resourceType: string;
@@ -47,8 +47,7 @@ export async function executeSearch(
   const wantTotal = countOnly || req.total === 'accurate' || req.total === 'estimate';
   const result: SearchResult = { matches: [], included: [] };
   if (!countOnly) {
-    const q = searchSql(req, scope);
-    const rows = (await db.query<PageRow>(q.text, q.values)).rows;
+    const rows = await pageRows(db, req, scope);
     const back = req.cursor?.before === true;
     // Read backwards, one row more tells there is a page before; the page is then turned round.
     const more = rows.length > req.count;
@@ -76,6 +75,26 @@ export async function executeSearch(
   }
   if (wantTotal) result.total = await count(db, req, scope);
   return result;
+}
+
+/**
+ * The page's rows (`count + 1`): from one query, or for a search sorted by one parameter from the segments of
+ * sortWalkSql, read in turn until the page is full (an `_offset` is skipped here).
+ */
+async function pageRows(db: Queryable, req: SearchRequest, scope: AccessScope): Promise<PageRow[]> {
+  const walk = sortWalkSql(req, scope);
+  if (!walk) {
+    const q = searchSql(req, scope);
+    return (await db.query<PageRow>(q.text, q.values)).rows;
+  }
+  const start = req.offset ?? 0;
+  const want = start + req.count + 1;
+  const rows: PageRow[] = [];
+  for (const q of walk) {
+    if (rows.length >= want) break;
+    rows.push(...(await db.query<PageRow>(q.text, q.values)).rows);
+  }
+  return rows.slice(start, want);
 }
 
 async function count(db: Queryable, req: SearchRequest, scope: AccessScope): Promise<number> {
