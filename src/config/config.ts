@@ -123,6 +123,12 @@ export const configSchema = z
      * too-costly OperationOutcome naming this limit (its rows file and Parquet file are bounded by it).
      */
     viewExportMaxCells: z.coerce.number().int().min(1).default(50_000_000),
+    /**
+     * Matches a search counts for a total (`_total=accurate`, `_summary=count`, `_count=0`): beyond it the search
+     * answers 400 too-costly naming this limit instead of reading every match; `_total=estimate` then answers the
+     * planner's estimate. 0: no limit. `$csv`'s X-Total-Count is always counted.
+     */
+    searchCountLimit: z.coerce.number().int().min(0).default(100_000),
     /** Resources per export file: a type's file is split (`Patient.ndjson`, `Patient.2.ndjson`, ...) at this many. */
     exportFileResources: z.coerce.number().int().min(1).default(100_000),
     /**

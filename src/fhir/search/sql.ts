@@ -697,10 +697,23 @@ function drivenSql(req: SearchRequest, scope: AccessScope, f: SearchFilter, limi
   return { text, values: b.values };
 }
 
-export function countSql(req: SearchRequest, scope: AccessScope): SqlQuery {
+/** The number of matches; with `cap`, of at most `cap` of them (the count stops reading there). */
+export function countSql(req: SearchRequest, scope: AccessScope, cap?: number): SqlQuery {
   const b = new Builder();
   const where = whereClause(req, scope, b);
-  return { text: `SELECT count(*)::int AS total FROM resources r WHERE ${where}`, values: b.values };
+  if (cap === undefined)
+    return { text: `SELECT count(*)::int AS total FROM resources r WHERE ${where}`, values: b.values };
+  return {
+    text: `SELECT count(*)::int AS total FROM (SELECT 1 FROM resources r WHERE ${where} LIMIT ${b.p(cap, 'int')}) c`,
+    values: b.values,
+  };
+}
+
+/** The statement whose planned row count is the planner's estimate of the matches (`EXPLAIN` it). */
+export function estimateSql(req: SearchRequest, scope: AccessScope): SqlQuery {
+  const b = new Builder();
+  const where = whereClause(req, scope, b);
+  return { text: `SELECT 1 FROM resources r WHERE ${where}`, values: b.values };
 }
 
 /** Cap on resources one `_include`/`_revinclude` adds to a page. */
