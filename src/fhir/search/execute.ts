@@ -8,7 +8,15 @@ import type { AccessScope } from '../types.js';
 import { encodeCursor } from './cursor.js';
 import type { IncludeSpec, SearchRequest } from './request.js';
 import { FhirError } from '../outcome.js';
-import { countSql, estimateSql, INCLUDE_LIMIT, includeSql, revincludeSql, searchSql, sortWalkSql } from './sql.js';
+import {
+  countSql,
+  estimateSql,
+  INCLUDE_LIMIT,
+  includeSql,
+  revincludeSql,
+  searchSql,
+  sortWalkSql,
+} from './sql.js';
 
 export interface SearchEntry {
   resourceType: string;
@@ -83,7 +91,9 @@ export async function executeSearch(
     // may end anywhere before its offset): there they are counted.
     if (!more && !req.cursor && !wantTotal) {
       const pastEnd = page.length === 0 && (req.offset ?? 0) > 0;
-      const total = pastEnd ? await boundedCount(db, req, scope, opts.countLimit) : (req.offset ?? 0) + page.length;
+      const total = pastEnd
+        ? await boundedCount(db, req, scope, opts.countLimit)
+        : (req.offset ?? 0) + page.length;
       if (total !== undefined) result.total = total;
     }
     if (page.length > 0) result.included = await includes(db, req, scope, page);
