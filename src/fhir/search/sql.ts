@@ -350,12 +350,15 @@ function filterCondition(
       ...optional(patientCondition(scope, s, (v) => b.p(v), sourceType)),
       filterCondition(sourceType, filter, s, b, scope),
     ];
-    // Over several types (a system search), the type is matched too: ids are unique within a type only.
-    const [row, ref] =
-      typeof resourceType === 'string'
-        ? [`${a}.id`, `${x}.target_id`]
-        : [`(${a}.resource_type, ${a}.id)`, `${x}.target_type, ${x}.target_id`];
-    return `${row} IN (SELECT ${ref} FROM sp_reference ${x} JOIN resources ${s} ON ${s}.rid = ${x}.rid WHERE ${conds.join(' AND ')})`;
+    // A semi-join on both the reference text and the target id, so that the planner may start from either side, the
+    // smaller one: from the referring resources (a rare `code=`: their targets found by type and id), or from this
+    // search's own rows in page order, each probing the sp_reference_ref index with its `Type/id` (a broad `code=`
+    // that nearly every patient has: a page reads a few referrers per row rather than every referrer). Over several
+    // types (a system search), the type is matched too: ids are unique within a type only.
+    const type = typeof resourceType === 'string' ? b.p(resourceType) : `${a}.resource_type`;
+    conds.push(`${x}.target_id = ${a}.id`, `${x}.ref = ${type} || '/' || ${a}.id`);
+    if (typeof resourceType !== 'string') conds.push(`${x}.target_type = ${a}.resource_type`);
+    return `EXISTS (SELECT 1 FROM sp_reference ${x} JOIN resources ${s} ON ${s}.rid = ${x}.rid WHERE ${conds.join(' AND ')})`;
   }
   if (f.type === 'composite') {
     const alts = f.values.flatMap((v) =>
