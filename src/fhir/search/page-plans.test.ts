@@ -286,4 +286,29 @@ describe.each(testDatabases())('one-key _sort on $name', (database) => {
       }
     }
   });
+
+  it('answers :missing=false that matches nothing from the index, and :missing and :not as before', async () => {
+    const { q, seen } = recordQueries(db, /FROM resources/);
+    const none = await executeSearch(
+      q,
+      parseSearchRequest('Observation', { 'value-string:missing': 'false' }),
+      scope,
+    );
+    expect(none.matches).toEqual([]);
+    for (const s of seen) expect(await rowsRead(db, s, 'resources')).toBeLessThan(250);
+    const ids = async (query: Record<string, string>): Promise<string[]> =>
+      (
+        await executeSearch(db, parseSearchRequest('Observation', { ...query, _count: '1000' }), scope)
+      ).matches
+        .map((m) => m.id)
+        .sort();
+    const all = Array.from({ length: N }, (_, i) => `a-o${i}`).sort();
+    const undated = all.filter((id) => Number(id.slice(3)) % 10 === 5);
+    expect(await ids({ 'date:missing': 'true' })).toEqual(undated.slice(0, 1000).sort());
+    expect(await ids({ 'subject:missing': 'true' })).toEqual([]);
+    expect(await ids({ 'status:not': 'final' })).toEqual([]);
+    expect(await ids({ 'value-quantity:missing': 'false', 'date:missing': 'true' })).toEqual(
+      undated.filter((id) => Number(id.slice(3)) % 7 !== 3).sort(),
+    );
+  });
 });

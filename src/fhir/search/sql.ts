@@ -367,7 +367,12 @@ function filterCondition(
     return `${a}.rid IN (${alts.join(' UNION ALL ')})`;
   }
   if (f.missing !== undefined) {
-    const any = `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${x}.code = ${b.p(f.code)})`;
+    // With the type, the value index (type, code, ...) can answer the rows of the parameter on its own: `:missing=false`
+    // is then planned from them when they are few (none: an empty index range, whatever the table's size), and
+    // `:missing=true` may be a hash anti-join over an index-only scan rather than a probe per resource.
+    const any =
+      `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ` +
+      `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${x}.code = ${b.p(f.code)})`;
     return f.missing ? `NOT ${any}` : any;
   }
   const test = `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${x}.code = ${b.p(f.code)} AND ${or(
