@@ -88,4 +88,31 @@ describe.each(testDatabases())('search count limit on $name', (database) => {
     expect(res.statusCode).toBe(400);
     expect((res.json() as Outcome).resourceType).toBe('OperationOutcome');
   });
+
+  it('answers a forged _cursor of a one-key _sort with 400, and pages a sort by cursor in the project only', async () => {
+    const cursor = (body: unknown[]): string => Buffer.from(JSON.stringify(body)).toString('base64url');
+    for (const c of [cursor([1, 'not a date']), cursor([1]), 'x']) {
+      const res = await get(`Observation?_sort=-date&_cursor=${c}`);
+      expect(res.statusCode, c).toBe(400);
+      expect((res.json() as Outcome).resourceType).toBe('OperationOutcome');
+    }
+    // Missing-value segment (null key), any rid: an empty or partial page, never another project's rows.
+    const res = await get(`Observation?_sort=-date&_count=3&_cursor=${cursor([-5, null])}`);
+    expect(res.statusCode, res.body).toBe(200);
+    const seen: string[] = [];
+    let url: string | undefined = 'Observation?_sort=-date&_count=3';
+    while (url) {
+      const page = await get(url);
+      expect(page.statusCode, page.body).toBe(200);
+      const b = page.json() as Bundle & {
+        link: { relation: string; url: string }[];
+        entry?: { resource: { id: string } }[];
+      };
+      seen.push(...(b.entry ?? []).map((e) => e.resource.id));
+      const next = b.link.find((l) => l.relation === 'next')?.url;
+      url = next ? next.slice(next.indexOf('Observation?')) : undefined;
+    }
+    expect(seen).toHaveLength(10);
+    expect(new Set(seen).size).toBe(10);
+  });
 });
