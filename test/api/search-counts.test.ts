@@ -104,7 +104,7 @@ describe.each(testDatabases())('search count limit on $name', (database) => {
     while (url) {
       const page = await get(url);
       expect(page.statusCode, page.body).toBe(200);
-      const b = page.json() as Bundle & {
+      const b = page.json() as {
         link: { relation: string; url: string }[];
         entry?: { resource: { id: string } }[];
       };
