@@ -7,7 +7,7 @@
 //
 //   npm run build && npx tsx bench/requests.ts
 //
-// Totals are counted up to the server's searchCountLimit (default 100,000): beyond it `_summary=count` and
+// Totals are counted up to the server's searchCountLimit (default 50,000): beyond it `_summary=count` and
 // `_total=accurate` answer 400 (the status column shows it) at once rather than reading every match.
 //
 // REQUESTS_MATCH=<regular expression> runs only the requests whose `METHOD path` matches. The Patient and Observation
