@@ -311,6 +311,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         fhirBase,
         maxBundleEntries: config.maxBundleEntries,
         allowedOutboundHosts: config.allowedOutboundHosts,
+        searchCountLimit: config.searchCountLimit,
         subscriptions: subscriptions.hooks,
         conformance,
         searchParams,

@@ -43,6 +43,12 @@ describe('configuration', () => {
     expect(() => parseConfig({ rateLimit: { perMinute: 5 } })).toThrow(/^Invalid configuration: rateLimit: /);
   });
 
+  it('counts search totals up to searchCountLimit (SEARCH_COUNT_LIMIT), 0 for none', () => {
+    expect(parseConfig({}).searchCountLimit).toBe(50_000);
+    expect(loadConfig([], { SEARCH_COUNT_LIMIT: '0' }).searchCountLimit).toBe(0);
+    expect(() => parseConfig({ searchCountLimit: -1 })).toThrow(/^Invalid configuration: searchCountLimit: /);
+  });
+
   it('splits export files at exportFileResources (EXPORT_FILE_RESOURCES), at least 1', () => {
     expect(parseConfig({}).exportFileResources).toBe(100_000);
     expect(loadConfig([], { EXPORT_FILE_RESOURCES: '250' }).exportFileResources).toBe(250);

@@ -144,6 +144,13 @@ export const configSchema = z
      * too-costly OperationOutcome naming this limit (its rows file and Parquet file are bounded by it).
      */
     viewExportMaxCells: z.coerce.number().int().min(1).default(50_000_000),
+    /**
+     * Matches a search counts for a total (`_total=accurate`, `_summary=count`, `_count=0`): beyond it the search
+     * answers 400 too-costly naming this limit instead of reading every match; `_total=estimate` then answers the
+     * planner's estimate. 0: no limit. `$csv`'s X-Total-Count is always counted. Counting 20,000 matches of a `code=`
+     * took 0.35–0.5 s on a loaded 2-core machine (docs/incoming/search-plans.md): the default keeps a count under ~1 s.
+     */
+    searchCountLimit: z.coerce.number().int().min(0).default(50_000),
     /** Resources per export file: a type's file is split (`Patient.ndjson`, `Patient.2.ndjson`, ...) at this many. */
     exportFileResources: z.coerce.number().int().min(1).default(100_000),
     /**
@@ -225,6 +232,7 @@ const ENV_KEYS: Record<string, string> = {
   JOB_PAUSE_MS: 'jobPauseMs',
   EXPORT_PAGE_SIZE: 'exportPageSize',
   EXPORT_FILE_RESOURCES: 'exportFileResources',
+  SEARCH_COUNT_LIMIT: 'searchCountLimit',
   VIEW_EXPORT_MAX_CELLS: 'viewExportMaxCells',
   CORS_ORIGINS: 'corsOrigins',
   BINARY_MAX_BYTES: 'binaryMaxBytes',

@@ -26,6 +26,7 @@ import * as m022 from './migrations/022-launch-fhir-context.js';
 import * as m023 from './migrations/023-index-backfill.js';
 import * as m024 from './migrations/024-history-past-versions.js';
 import * as m025 from './migrations/025-narrow-index-rows.js';
+import * as m026 from './migrations/026-sort-walk.js';
 
 export interface Migration {
   version: number;
@@ -59,6 +60,7 @@ export const MIGRATIONS: readonly Migration[] = [
   m023,
   m024,
   m025,
+  m026,
 ];
 
 const LOCK_KEY = 72_410_001;

@@ -52,6 +52,8 @@ export interface RepoContext {
    * (patch.ts). Absent (bootstrap, jobs, tests of the repository alone): applied in-process.
    */
   fhirpathPatch?: (resource: string, parameters: string) => Promise<string>;
+  /** Config `searchCountLimit`: searches count totals up to this many matches (execute.ts). Absent: no limit. */
+  searchCountLimit?: number;
 }
 
 export function visible(ctx: Pick<RepoContext, 'scope'>, projectId: string): boolean {

@@ -14,7 +14,7 @@ import type { AccessScope } from '../types.js';
 import { AUDIT_EVENT } from './audit-events.js';
 import type { RepoContext } from './context.js';
 import { parseProjectSearch } from './custom-index.js';
-import { chainedTypes, searchsetBundle } from './search.js';
+import { chainedTypes, countLimit, searchsetBundle } from './search.js';
 
 /** Most types one `_type` may list. */
 export const MAX_SYSTEM_TYPES = 50;
@@ -138,6 +138,6 @@ export async function searchSystem(
     revinclude: union(parsed.map((p) => p.revinclude)),
     system: groups,
   };
-  const result = await executeSearch(db, req, scope);
+  const result = await executeSearch(db, req, scope, countLimit(ctx));
   return searchsetBundle(ctx, req, result, selfUrl, { paged: Boolean(req.cursor || req.offset) });
 }

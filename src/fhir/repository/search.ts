@@ -31,6 +31,10 @@ export function chainedTypes(req: Pick<SearchRequest, 'filters'>): string[] {
   return out;
 }
 
+/** The count limit of a search made through the API (config `searchCountLimit`; 0: none). */
+export const countLimit = (ctx: Pick<RepoContext, 'searchCountLimit'>): { countLimit?: number } =>
+  ctx.searchCountLimit ? { countLimit: ctx.searchCountLimit } : {};
+
 /** The `outcome` entry that names the parameters a lenient search left out. */
 function ignoredOutcome(ignored: readonly string[]): BundleEntryText {
   const outcome = {
@@ -94,7 +98,7 @@ export async function searchResources(
         ...(taken.cursor ? { cursor: taken.cursor } : {}),
         ...(rawCursor !== undefined ? { rawCursor } : {}),
       })
-    : await executeSearch(db, req, scope);
+    : await executeSearch(db, req, scope, countLimit(ctx));
   const outcomes: BundleEntryText[] = [];
   if (req.ignored?.length) outcomes.push(ignoredOutcome(req.ignored));
   if ('warning' in result && typeof result.warning === 'string') outcomes.push(sharedOutcome(result.warning));

@@ -7,7 +7,16 @@ import type { Queryable } from '../../storage/db.js';
 import type { AccessScope } from '../types.js';
 import { encodeCursor } from './cursor.js';
 import type { IncludeSpec, SearchRequest } from './request.js';
-import { countSql, INCLUDE_LIMIT, includeSql, revincludeSql, searchSql } from './sql.js';
+import { FhirError } from '../outcome.js';
+import {
+  countSql,
+  estimateSql,
+  INCLUDE_LIMIT,
+  includeSql,
+  revincludeSql,
+  searchSql,
+  sortWalkSql,
+} from './sql.js';
 
 export interface SearchEntry {
   resourceType: string;
@@ -38,17 +47,29 @@ interface PageRow {
   [key: string]: unknown;
 }
 
+export interface SearchOptions {
+  /**
+   * Config `searchCountLimit`: a total is counted up to this many matches. Beyond it `_total=accurate`, `_summary=count`
+   * and `_count=0` answer 400 too-costly naming the limit, `_total=estimate` the planner's estimate, and a last page
+   * reached by `_offset` past the end leaves the total out. Absent: counted whatever the number (internal callers).
+   */
+  countLimit?: number;
+}
+
+/** `_total=estimate` counts exactly up to this many matches (or the count limit when lower), then estimates. */
+export const ESTIMATE_EXACT_UP_TO = 10_000;
+
 export async function executeSearch(
   db: Queryable,
   req: SearchRequest,
   scope: AccessScope,
+  opts: SearchOptions = {},
 ): Promise<SearchResult> {
   const countOnly = req.summary === 'count' || req.count === 0;
   const wantTotal = countOnly || req.total === 'accurate' || req.total === 'estimate';
   const result: SearchResult = { matches: [], included: [] };
   if (!countOnly) {
-    const q = searchSql(req, scope);
-    const rows = (await db.query<PageRow>(q.text, q.values)).rows;
+    const rows = await pageRows(db, req, scope);
     const back = req.cursor?.before === true;
     // Read backwards, one row more tells there is a page before; the page is then turned round.
     const more = rows.length > req.count;
@@ -70,12 +91,81 @@ export async function executeSearch(
     // may end anywhere before its offset): there they are counted.
     if (!more && !req.cursor && !wantTotal) {
       const pastEnd = page.length === 0 && (req.offset ?? 0) > 0;
-      result.total = pastEnd ? await count(db, req, scope) : (req.offset ?? 0) + page.length;
+      const total = pastEnd
+        ? await boundedCount(db, req, scope, opts.countLimit)
+        : (req.offset ?? 0) + page.length;
+      if (total !== undefined) result.total = total;
     }
     if (page.length > 0) result.included = await includes(db, req, scope, page);
   }
-  if (wantTotal) result.total = await count(db, req, scope);
+  if (wantTotal) result.total = await total(db, req, scope, opts.countLimit);
   return result;
+}
+
+/** The total asked for: accurate (or 400 beyond the count limit), or with `_total=estimate` the planner's beyond it. */
+async function total(
+  db: Queryable,
+  req: SearchRequest,
+  scope: AccessScope,
+  limit: number | undefined,
+): Promise<number> {
+  if (req.total === 'estimate') {
+    const exactUpTo = Math.min(limit ?? ESTIMATE_EXACT_UP_TO, ESTIMATE_EXACT_UP_TO);
+    const n = await boundedCount(db, req, scope, exactUpTo);
+    return n ?? Math.max(exactUpTo + 1, await estimate(db, req, scope));
+  }
+  const n = await boundedCount(db, req, scope, limit);
+  if (n === undefined)
+    throw new FhirError(
+      'too-costly',
+      `Search too costly: more than ${limit} matches to count (searchCountLimit is ${limit}); ` +
+        'ask _total=estimate for an estimate, or narrow the search',
+      'search.count-limit',
+      { status: 400 },
+    );
+  return n;
+}
+
+/** The number of matches, or undefined when there are more than `limit` (counting stops there). */
+async function boundedCount(
+  db: Queryable,
+  req: SearchRequest,
+  scope: AccessScope,
+  limit: number | undefined,
+): Promise<number | undefined> {
+  if (limit === undefined) return count(db, req, scope);
+  const q = countSql(req, scope, limit + 1);
+  const n = Number((await db.query<{ total: number }>(q.text, q.values)).rows[0]?.total ?? 0);
+  return n > limit ? undefined : n;
+}
+
+/** The planner's estimate of the matches: the row count EXPLAIN gives the search's statement. */
+async function estimate(db: Queryable, req: SearchRequest, scope: AccessScope): Promise<number> {
+  const q = estimateSql(req, scope);
+  const res = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${q.text}`, q.values);
+  const raw = res.rows[0]?.['QUERY PLAN'];
+  const plan = (typeof raw === 'string' ? JSON.parse(raw) : raw) as { Plan?: { 'Plan Rows'?: number } }[];
+  return Math.round(plan[0]?.Plan?.['Plan Rows'] ?? 0);
+}
+
+/**
+ * The page's rows (`count + 1`): from one query, or for a search sorted by one parameter from the segments of
+ * sortWalkSql, read in turn until the page is full (an `_offset` is skipped here).
+ */
+async function pageRows(db: Queryable, req: SearchRequest, scope: AccessScope): Promise<PageRow[]> {
+  const walk = sortWalkSql(req, scope);
+  if (!walk) {
+    const q = searchSql(req, scope);
+    return (await db.query<PageRow>(q.text, q.values)).rows;
+  }
+  const start = req.offset ?? 0;
+  const want = start + req.count + 1;
+  const rows: PageRow[] = [];
+  for (const q of walk) {
+    if (rows.length >= want) break;
+    rows.push(...(await db.query<PageRow>(q.text, q.values)).rows);
+  }
+  return rows.slice(start, want);
 }
 
 async function count(db: Queryable, req: SearchRequest, scope: AccessScope): Promise<number> {

@@ -561,7 +561,9 @@ describe.each(testDatabases())('paging, sorting and scope on $name', ({ open }) 
     const sorted = async (sort: string): Promise<string[]> =>
       pageAll('Patient', { ...q, _sort: sort, _count: '2' });
     expect(await sorted('family,-birthdate')).toEqual(['s2', 's4', 's1', 's3', 's5', 's6']);
-    expect(await sorted('-family,birthdate')).toEqual(['s6', 's5', 's3', 's1', 's2', 's4']);
+    // Without a value, last in both directions (issue 30: a descending page is read from the index's end).
+    expect(await sorted('-family,birthdate')).toEqual(['s5', 's3', 's1', 's2', 's4', 's6']);
+    expect(await sorted('-family')).toEqual(['s5', 's1', 's3', 's2', 's4', 's6']);
     expect(await sorted('birthdate,-_id')).toEqual(['s3', 's4', 's2', 's1', 's6', 's5']);
     expect(await sorted('-_lastUpdated')).toEqual(['s6', 's5', 's4', 's3', 's2', 's1']);
     expect(await sorted('_id')).toEqual(['s1', 's2', 's3', 's4', 's5', 's6']);

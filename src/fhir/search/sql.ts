@@ -396,12 +396,14 @@ function filterCondition(
       ...optional(patientCondition(scope, s, (v) => b.p(v), sourceType)),
       filterCondition(sourceType, filter, s, b, scope),
     ];
-    // Over several types (a system search), the type is matched too: ids are unique within a type only.
-    const [row, ref] =
-      typeof resourceType === 'string'
-        ? [`${a}.id`, refPart(b, x, 2)]
-        : [`(${a}.resource_type, ${a}.id)`, `${refPart(b, x, 1)}, ${refPart(b, x, 2)}`];
-    return `${row} IN (SELECT ${ref} FROM sp_reference ${x} JOIN resources ${s} ON ${s}.rid = ${x}.rid WHERE ${conds.join(' AND ')})`;
+    // A semi-join on both the reference text and the target id, so that the planner may start from either side, the
+    // smaller one: from the referring resources (a rare `code=`: their targets found by type and id), or from this
+    // search's own rows in page order, each probing the sp_reference_ref index with its `Type/id` (a broad `code=`
+    // that nearly every patient has: a page reads a few referrers per row rather than every referrer). Over several
+    // types (a system search), the type is matched by the reference text: ids are unique within a type only.
+    const type = typeof resourceType === 'string' ? b.p(resourceType) : `${a}.resource_type`;
+    conds.push(`${refPart(b, x, 2)} = ${a}.id`, `${x}.ref = ${type} || '/' || ${a}.id`);
+    return `EXISTS (SELECT 1 FROM sp_reference ${x} JOIN resources ${s} ON ${s}.rid = ${x}.rid WHERE ${conds.join(' AND ')})`;
   }
   if (f.type === 'composite') {
     const alts = f.values.flatMap((v) =>
@@ -410,7 +412,12 @@ function filterCondition(
     return `${a}.rid IN (${alts.join(' UNION ALL ')})`;
   }
   if (f.missing !== undefined) {
-    const any = `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${codeIs(b, x, table, resourceType, f.code)})`;
+    // With the type, the value index (type, code, ...) can answer the rows of the parameter on its own: `:missing=false`
+    // is then planned from them when they are few (none: an empty index range, whatever the table's size), and
+    // `:missing=true` may be a hash anti-join over an index-only scan rather than a probe per resource.
+    const any =
+      `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ` +
+      `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${codeIs(b, x, table, resourceType, f.code)})`;
     return f.missing ? `NOT ${any}` : any;
   }
   const test = `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${codeIs(b, x, table, resourceType, f.code)} AND ${or(
@@ -549,17 +556,20 @@ function keyExpr(k: SortKey, b: Builder, types: Types): KeyExpr {
   };
 }
 
+/**
+ * Resources without a value of a sort key come after those with one, ascending and descending alike (so a page of
+ * `_sort=-date` is read from the date index's latest end without first proving that no resource lacks a date);
+ * read backwards (`reversed`), they come first.
+ */
 function orderBy(keys: Keys, names: string[], rid: string): string {
+  const nulls = keys.reversed ? 'NULLS FIRST' : 'NULLS LAST';
   return [
-    ...keys.map((k, i) => `${names[i]} ${k.descending ? 'DESC NULLS FIRST' : 'ASC NULLS LAST'}`),
+    ...keys.map((k, i) => `${names[i]} ${k.descending ? 'DESC' : 'ASC'} ${nulls}`),
     `${rid} ${keys.reversed ? 'DESC' : 'ASC'}`,
   ].join(', ');
 }
 
-/**
- * The sort keys read backwards (a `previous` page): ASC NULLS LAST reversed is DESC NULLS FIRST and the other way
- * round, which is each key's `descending` flipped; rid then descends.
- */
+/** The sort keys read backwards (a `previous` page): each key's direction flipped, nulls first, rid descending. */
 function reversedKeys(keys: KeyExpr[]): Keys {
   const out: Keys = keys.map((k) => ({ ...k, descending: !k.descending }));
   out.reversed = true;
@@ -571,7 +581,7 @@ function offset(req: SearchRequest, b: Builder): string {
   return req.offset ? ` OFFSET ${b.p(req.offset, 'int')}` : '';
 }
 
-/** Rows strictly after the cursor in ORDER BY (keys..., rid), with NULLS LAST ascending / NULLS FIRST descending. */
+/** Rows strictly after the cursor in ORDER BY (keys..., rid): nulls last, or first when read backwards (`reversed`). */
 function afterCursor(
   keys: Keys,
   names: string[],
@@ -586,8 +596,9 @@ function afterCursor(
     const v = cursor.keys[i] ?? null;
     const bound = v === null ? null : b.p(v, k.sqlType);
     let after: string;
-    if (k.descending) after = bound === null ? `${col} IS NOT NULL` : `${col} < ${bound}`;
-    else after = bound === null ? 'FALSE' : `(${col} > ${bound} OR ${col} IS NULL)`;
+    const past = bound === null ? '' : `${col} ${k.descending ? '<' : '>'} ${bound}`;
+    if (keys.reversed) after = bound === null ? `${col} IS NOT NULL` : past;
+    else after = bound === null ? 'FALSE' : `(${past} OR ${col} IS NULL)`;
     alternatives.push([...eq, after].join(' AND '));
     eq.push(bound === null ? `${col} IS NULL` : `${col} = ${bound}`);
   });
@@ -750,10 +761,23 @@ function drivenSql(req: SearchRequest, scope: AccessScope, f: SearchFilter, limi
   return { text, values: b.values };
 }
 
-export function countSql(req: SearchRequest, scope: AccessScope): SqlQuery {
+/** The number of matches; with `cap`, of at most `cap` of them (the count stops reading there). */
+export function countSql(req: SearchRequest, scope: AccessScope, cap?: number): SqlQuery {
   const b = new Builder();
   const where = whereClause(req, scope, b);
-  return { text: `SELECT count(*)::int AS total FROM resources r WHERE ${where}`, values: b.values };
+  if (cap === undefined)
+    return { text: `SELECT count(*)::int AS total FROM resources r WHERE ${where}`, values: b.values };
+  return {
+    text: `SELECT count(*)::int AS total FROM (SELECT 1 FROM resources r WHERE ${where} LIMIT ${b.p(cap, 'int')}) c`,
+    values: b.values,
+  };
+}
+
+/** The statement whose planned row count is the planner's estimate of the matches (`EXPLAIN` it). */
+export function estimateSql(req: SearchRequest, scope: AccessScope): SqlQuery {
+  const b = new Builder();
+  const where = whereClause(req, scope, b);
+  return { text: `SELECT 1 FROM resources r WHERE ${where}`, values: b.values };
 }
 
 /** Cap on resources one `_include`/`_revinclude` adds to a page. */
@@ -817,4 +841,107 @@ export function revincludeSql(spec: IncludeSpec, refs: readonly string[], scope:
       `${typeCond} AND NOT s.deleted${scopeCond} ORDER BY s.rid LIMIT ${b.p(INCLUDE_LIMIT, 'int')}`,
     values: b.values,
   };
+}
+
+/** The index column a one-key `_sort` walks, by parameter type and direction (dates: low ascending, high descending). */
+function walkColumn(k: SortKey): { col: string; sqlType: KeyExpr['sqlType']; bytewise: boolean } | undefined {
+  if (k.type === 'date')
+    return { col: k.descending ? 'high' : 'low', sqlType: 'timestamptz', bytewise: false };
+  const c = SORT_COLUMN[k.type];
+  if (!c || !TABLE[k.type]) return undefined;
+  // String and uri values are indexed with text_pattern_ops: their index order is byte order (~<~), which is the
+  // order of min()/max() under the C collations Cinder's databases use (embedded: --locale=C).
+  return { col: c[0], sqlType: c[1], bytewise: k.type === 'string' || k.type === 'uri' };
+}
+
+/**
+ * The page of a search sorted by one search parameter (`_sort=date`, `_sort=-value-quantity`, ...), read in the order
+ * of that parameter's index rather than by computing every match's sort key and sorting them all. The old order is
+ * kept: a resource sorts at its least value ascending (its greatest descending), ties by rid, and resources without
+ * a value come last (orderBy), by rid. So the page is two segments,
+ * read one after the other until the page is full: the resources with a value, walked from the index (each taken
+ * at its first row in the walk's order), and the resources without one. Both are joins the planner may also start
+ * from the other filters' matches (`subject=`), which are then few. Undefined when the search is not of that form:
+ * several sort keys, `_id`/`_lastUpdated`, a system-level search (those keep `searchSql`).
+ */
+export function sortWalkSql(
+  req: SearchRequest,
+  scope: AccessScope,
+  limit = req.count + 1,
+): SqlQuery[] | undefined {
+  const k = req.sort.length === 1 ? req.sort[0] : undefined;
+  if (!k || req.system || k.code === '_id' || k.code === '_lastUpdated') return undefined;
+  const w = walkColumn(k);
+  if (!w) return undefined;
+  const table = TABLE[k.type] as string;
+  // A reference parameter whose rows a narrower one shares (`subject` with `patient`, reference-pairs.ts) has its
+  // values under two codes: the walk reads one code, so that sort keeps searchSql's order.
+  if (table === 'sp_reference' && narrowerOf(req.resourceType).has(k.code)) return undefined;
+  const back = req.cursor?.before === true;
+  // Reading order of the value column and of rid: forwards, the sort's own direction and rid ascending.
+  const colDesc = back !== k.descending;
+  const ridDesc = back;
+  // Segments in forward order: the values, then the resources without one (see orderBy).
+  const forward: ('walk' | 'missing')[] = ['walk', 'missing'];
+  const reading = back ? [...forward].reverse() : forward;
+  const cursorIn: 'walk' | 'missing' | undefined = req.cursor
+    ? req.cursor.keys[0] === null || req.cursor.keys[0] === undefined
+      ? 'missing'
+      : 'walk'
+    : undefined;
+  const from = cursorIn ? reading.indexOf(cursorIn) : 0;
+  // With `_offset`, each segment reads the rows it skips too; the caller slices.
+  const rows = limit + (req.offset ?? 0);
+  return reading.slice(from).map((seg, i) => {
+    const b = new Builder();
+    const where = whereClause(req, scope, b);
+    const rt = b.p(req.resourceType);
+    const code = b.p(k.code);
+    const cursor = i === 0 && req.cursor ? req.cursor : undefined;
+    const ridPast = ridDesc ? '<' : '>';
+    const ridDir = ridDesc ? ' DESC' : '';
+    if (seg === 'missing') {
+      const conds = [
+        where,
+        `NOT EXISTS (SELECT 1 FROM ${table} m WHERE m.rid = r.rid AND m.resource_type = ${rt} AND m.code = ${code} ` +
+          `AND m.${w.col} IS NOT NULL)`,
+      ];
+      if (cursor) conds.push(`r.rid ${ridPast} ${b.p(cursor.rid, 'bigint')}`);
+      return {
+        text:
+          `SELECT r.rid, r.resource_type, r.id, ${contentText(req, b)} AS json, NULL::text AS k0 FROM resources r ` +
+          `WHERE ${conds.join(' AND ')} ORDER BY r.rid${ridDir} LIMIT ${b.p(rows, 'int')}`,
+        values: b.values,
+      };
+    }
+    const lt = w.bytewise ? '~<~' : '<';
+    const gt = w.bytewise ? '~>~' : '>';
+    // The row `d` is its resource's sort value: no row `e` of the same resource comes before it in the sort's own
+    // (forward) direction. Probed by rid (OFFSET 0 keeps it a per-row subplan, never a hash of the whole table).
+    const better = k.descending ? gt : lt;
+    const conds = [
+      `d.resource_type = ${rt}`,
+      `d.code = ${code}`,
+      `d.${w.col} IS NOT NULL`,
+      `NOT EXISTS (SELECT 1 FROM ${table} e WHERE e.rid = d.rid AND e.resource_type = d.resource_type ` +
+        `AND e.code = d.code AND (e.${w.col} ${better} d.${w.col} OR (e.${w.col} = d.${w.col} AND e.ctid < d.ctid)) OFFSET 0)`,
+      where,
+    ];
+    if (cursor) {
+      const v = b.p(cursor.keys[0], w.sqlType);
+      const [past, pastOrAt] = colDesc ? [lt, w.bytewise ? '~<=~' : '<='] : [gt, w.bytewise ? '~>=~' : '>='];
+      // `pastOrAt` alone bounds the index range; the rest resumes within the rows of the cursor's value.
+      conds.push(
+        `d.${w.col} ${pastOrAt} ${v} AND (d.${w.col} ${past} ${v} OR d.rid ${ridPast} ${b.p(cursor.rid, 'bigint')})`,
+      );
+    }
+    const colOrder = w.bytewise ? ` USING ${colDesc ? '~>~' : '~<~'}` : colDesc ? ' DESC' : '';
+    return {
+      text:
+        `SELECT r.rid, r.resource_type, r.id, ${contentText(req, b)} AS json, d.${w.col}::text AS k0 ` +
+        `FROM ${table} d JOIN resources r ON r.rid = d.rid WHERE ${conds.join(' AND ')} ` +
+        `ORDER BY d.${w.col}${colOrder}, d.rid${ridDir} LIMIT ${b.p(rows, 'int')}`,
+      values: b.values,
+    };
+  });
 }

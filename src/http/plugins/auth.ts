@@ -55,6 +55,7 @@ export function repoContext(
     | 'conformance'
     | 'searchParams'
     | 'fhirpathPatch'
+    | 'searchCountLimit'
   >,
 ): RepoContext {
   const p = principalOf(request);

@@ -48,6 +48,8 @@ export interface FhirRouteDeps {
   maxBundleEntries: number;
   /** Config `allowedOutboundHosts`, for the save-time check of ClientApplication URLs (write-rules.ts). */
   allowedOutboundHosts?: readonly string[];
+  /** Config `searchCountLimit` (repository/search.ts). */
+  searchCountLimit?: number;
   /** The subscription engine's write hooks (API.md §8). */
   subscriptions?: SubscriptionHooks;
   /** Profiles, terminology and canonical resolution (API.md §9). */
@@ -132,6 +134,7 @@ export function fhirRoutes(app: FastifyInstance, deps: FhirRouteDeps): void {
     ...(deps.conformance ? { conformance: deps.conformance } : {}),
     ...(deps.searchParams ? { searchParams: deps.searchParams } : {}),
     ...(deps.fhirpathPatch ? { fhirpathPatch: deps.fhirpathPatch } : {}),
+    ...(deps.searchCountLimit ? { searchCountLimit: deps.searchCountLimit } : {}),
   };
   const ctx = (req: FastifyRequest): RepoContext => repoContext(req, env);
   /** A read's database: searches, reads, vreads and history may be served by a read replica. */
