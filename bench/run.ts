@@ -13,6 +13,8 @@
 // with auditing on and off (two servers on the same data, interleaved runs), and the audit table's growth per million
 // requests (bench/audit.ts; BENCH_AUDIT=0 skips; AUDIT_RUNS rounds, default 5), and `$lastn` latency for Patients with
 // 10, 100, 1,000 and 10,000 Observations, as ratios to the smallest (bench/lastn.ts; BENCH_LASTN=0 skips).
+// Cluster mode: 1 vs 2 worker processes, read, search and create req/s and where the CPU goes (bench/cluster.ts;
+// BENCH_CLUSTER=0 skips).
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -28,6 +30,7 @@ import { benchViewExport } from './views.js';
 import { benchSubscriptions } from './subscriptions.js';
 import { benchAudit } from './audit.js';
 import { benchLastn } from './lastn.js';
+import { benchCluster } from './cluster.js';
 import { benchTerminology } from './terminology.js';
 import { benchValidation } from './validation.js';
 import { login, startServer, type RunningServer } from './server.js';
@@ -343,6 +346,7 @@ async function main(): Promise<void> {
         await server.stop();
       }
     }
+    if (process.env.BENCH_CLUSTER !== '0') await benchCluster(RUNS, DURATION, notes);
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
     await idp.close();
