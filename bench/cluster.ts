@@ -8,7 +8,7 @@
 //
 //   npm run build && npx tsx bench/cluster.ts          (npm run bench runs it too; BENCH_CLUSTER=0 skips it)
 //
-// Environment (optional): CLUSTER_RUNS (default BENCH_RUNS or 3), BENCH_DURATION (5), BENCH_PATIENTS (10000),
+// Environment (optional): CLUSTER_RUNS (default 5), BENCH_DURATION (5), BENCH_PATIENTS (10000),
 // CLUSTER_WORKERS (the larger count, default 2), CLUSTER_DATABASE=external: both servers on one fresh database of
 // BENCH_DATABASE_URL's PostgreSQL instead (its CPU is then counted in "other").
 import fs from 'node:fs';
@@ -220,6 +220,22 @@ export interface CpuRow {
   'load generator cores': string;
   'other load cores': string;
   'idle cores': string;
+  'node ms/req': string;
+  'postgres ms/req': string;
+  'load generator ms/req': string;
+}
+
+/**
+ * What this machine could give each target were it otherwise idle, from the CPU each request costs (medians of the
+ * runs): one worker is bound by one core for Node, or by every core for Node, PostgreSQL and the load generator
+ * together; N workers only by the latter (and N cores for Node).
+ */
+export interface CeilingRow {
+  test: string;
+  '1 worker ceiling req/s': number;
+  'N workers ceiling req/s': number;
+  'ceiling ratio N/1': string;
+  'bound (N workers)': string;
 }
 
 /** Measures 1 against N workers; returns the tables and pushes one summary line per test into notes. */
@@ -227,7 +243,7 @@ export async function benchCluster(
   runs: number,
   duration: number,
   notes: string[],
-): Promise<{ rows: ClusterRow[]; cpu: CpuRow[] }> {
+): Promise<{ rows: ClusterRow[]; cpu: CpuRow[]; ceilings: CeilingRow[] }> {
   const many = Number(process.env.CLUSTER_WORKERS ?? 2);
   const external = process.env.CLUSTER_DATABASE === 'external';
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-cluster-bench-'));
@@ -271,8 +287,15 @@ export async function benchCluster(
       }
     }
     const [one, n] = targets as [Target, Target];
+    // Memory after the runs: Node processes and their PostgreSQL together (PSS, shared pages divided).
+    for (const t of targets)
+      notes.push(
+        `cluster: ${t.label}: ${t.server.treeMb()} MB (PSS of Node and PostgreSQL processes) after the runs`,
+      );
     const rows: ClusterRow[] = [];
     const cpu: CpuRow[] = [];
+    const ceilings: CeilingRow[] = [];
+    const costs = new Map<string, { node: number; all: number }>();
     for (const test of one.tests.keys()) {
       const a = results.get(`${one.label}\u0000${test}`) ?? [];
       const b = results.get(`${n.label}\u0000${test}`) ?? [];
@@ -295,6 +318,8 @@ export async function benchCluster(
         [n, b],
       ] as const) {
         const m = (f: (c: CpuShare) => number): string => median(xs.map((x) => f(x.cpu))).toFixed(2);
+        const perRequest = (f: (c: CpuShare) => number): number =>
+          median(xs.map((x) => (f(x.cpu) / Math.max(1, x.r.requests.average)) * 1000));
         cpu.push({
           target: t.label,
           test,
@@ -303,8 +328,33 @@ export async function benchCluster(
           'load generator cores': m((c) => c.loadgen),
           'other load cores': m((c) => c.other),
           'idle cores': m((c) => c.idle),
+          'node ms/req': perRequest((c) => c.node).toFixed(3),
+          'postgres ms/req': perRequest((c) => c.postgres).toFixed(3),
+          'load generator ms/req': perRequest((c) => c.loadgen).toFixed(3),
+        });
+        costs.set(`${t.label}\u0000${test}`, {
+          node: perRequest((c) => c.node),
+          all: perRequest((c) => c.node + c.postgres + c.loadgen),
         });
       }
+      const cores = os.availableParallelism();
+      const c1 = costs.get(`${one.label}\u0000${test}`) as { node: number; all: number };
+      const cn = costs.get(`${n.label}\u0000${test}`) as { node: number; all: number };
+      const ceil1 = Math.min(1000 / c1.node, (cores * 1000) / c1.all);
+      const ceilN = Math.min((Math.min(many, cores) * 1000) / cn.node, (cores * 1000) / cn.all);
+      ceilings.push({
+        test,
+        '1 worker ceiling req/s': Math.round(ceil1),
+        'N workers ceiling req/s': Math.round(ceilN),
+        'ceiling ratio N/1': (ceilN / ceil1).toFixed(2),
+        'bound (N workers)':
+          (cores * 1000) / cn.all <= (Math.min(many, cores) * 1000) / cn.node
+            ? `${cores} cores shared by Node, PostgreSQL and the load generator`
+            : 'Node',
+      });
+      notes.push(
+        `cluster: ${test}: on an otherwise idle ${cores}-core machine at these CPU costs: ${Math.round(ceil1)} → ${Math.round(ceilN)} req/s (×${(ceilN / ceil1).toFixed(2)})`,
+      );
     }
     const load1 = os.loadavg()[0] as number;
     console.log(
@@ -315,10 +365,12 @@ export async function benchCluster(
     console.table(rows.map((r) => ({ ...r })));
     console.log('where the CPU went during the runs (cores busy on average, medians):');
     console.table(cpu);
+    console.log('ceilings from the CPU per request (what an otherwise idle machine would allow):');
+    console.table(ceilings);
     notes.push(
       `cluster: load average ${load0.toFixed(1)} → ${load1.toFixed(1)} on ${os.availableParallelism()} CPUs during the cluster runs`,
     );
-    return { rows, cpu };
+    return { rows, cpu, ceilings };
   } finally {
     for (const t of targets) await t.server.stop();
     if (external) await dropDatabase(dbName).catch(() => undefined);
@@ -328,11 +380,7 @@ export async function benchCluster(
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const notes: string[] = [];
-  benchCluster(
-    Number(process.env.CLUSTER_RUNS ?? process.env.BENCH_RUNS ?? 3),
-    Number(process.env.BENCH_DURATION ?? 5),
-    notes,
-  )
+  benchCluster(Number(process.env.CLUSTER_RUNS ?? 5), Number(process.env.BENCH_DURATION ?? 5), notes)
     .then(() => notes.forEach((n) => console.log(`- ${n}`)))
     .catch((err: unknown) => {
       console.error(err);

@@ -346,7 +346,8 @@ async function main(): Promise<void> {
         await server.stop();
       }
     }
-    if (process.env.BENCH_CLUSTER !== '0') await benchCluster(RUNS, DURATION, notes);
+    if (process.env.BENCH_CLUSTER !== '0')
+      await benchCluster(Number(process.env.CLUSTER_RUNS ?? 5), DURATION, notes);
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
     await idp.close();
