@@ -14,6 +14,8 @@
 // requests (bench/audit.ts; BENCH_AUDIT=0 skips; AUDIT_RUNS rounds, default 5), and `$lastn` latency for Patients with
 // 10, 100, 1,000 and 10,000 Observations, as ratios to the smallest (bench/lastn.ts; BENCH_LASTN=0 skips), and the
 // database's bytes per resource per table after the request benchmarks (bench/storage-size.ts; BENCH_STORAGE=0 skips).
+// Cluster mode: 1 vs 2 worker processes, read, search and create req/s and where the CPU goes (bench/cluster.ts;
+// BENCH_CLUSTER=0 skips).
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -29,6 +31,7 @@ import { benchViewExport } from './views.js';
 import { benchSubscriptions } from './subscriptions.js';
 import { benchAudit } from './audit.js';
 import { benchLastn } from './lastn.js';
+import { benchCluster } from './cluster.js';
 import { benchTerminology } from './terminology.js';
 import { benchValidation } from './validation.js';
 import { login, startServer, type RunningServer } from './server.js';
@@ -350,6 +353,8 @@ async function main(): Promise<void> {
         await server.stop();
       }
     }
+    if (process.env.BENCH_CLUSTER !== '0')
+      await benchCluster(Number(process.env.CLUSTER_RUNS ?? 5), DURATION, notes);
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
     await idp.close();

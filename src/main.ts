@@ -38,9 +38,24 @@ import type { SharedSet } from './fhir/conformance/model.js';
 import { createMetrics } from './metrics/metrics.js';
 import { observeDb } from './storage/observed-db.js';
 import { createSharedSet } from './fhir/conformance/shared-set.js';
+import {
+  clusterRefusal,
+  clusterWorker,
+  runPrimary,
+  workerCount,
+  type ClusterWorker,
+  type PreparedDatabase,
+} from './cluster/cluster.js';
+
+/** Set in a cluster worker (config `workers` > 1): the database comes from the primary (src/cluster/cluster.ts). */
+const worker: ClusterWorker | undefined = clusterWorker();
 
 /** The embedded database of `dataDir`: PostgreSQL binaries by default, PGlite when configured (or moved from). */
-async function openEmbedded(config: Config, log: Logger): Promise<{ db: Db; requestDb: Db }> {
+async function openEmbedded(
+  config: Config,
+  log: Logger,
+  workers = 1,
+): Promise<{ db: Db; requestDb: Db; url?: string }> {
   if (config.embeddedEngine !== 'postgres') {
     log.info(
       { dataDir: config.dataDir, engine: config.embeddedEngine },
@@ -57,6 +72,8 @@ async function openEmbedded(config: Config, log: Logger): Promise<{ db: Db; requ
   try {
     server = await startEmbeddedPostgres(config.dataDir, {
       poolSize: config.databasePoolSize,
+      // Cluster: each worker's two pools and its signal connection, beside the primary's pool.
+      ...(workers > 1 ? { maxConnections: (2 * workers + 1) * config.databasePoolSize + workers + 10 } : {}),
       onError: (err) => log.error({ err: err.message }, 'embedded PostgreSQL error'),
       // PostgreSQL stopped by itself (killed, out of memory): it is started again on the same directory, its crash
       // recovery keeping committed work; requests answer 503 meanwhile.
@@ -82,7 +99,7 @@ async function openEmbedded(config: Config, log: Logger): Promise<{ db: Db; requ
     // yet, PGlite serves instead; a later start where it can run moves the data into it.
     const unusable =
       err instanceof EmbeddedPostgresUnavailableError || err instanceof EmbeddedPostgresAccessError;
-    if (!unusable || hasEmbeddedPostgres(config.dataDir)) throw err;
+    if (!unusable || hasEmbeddedPostgres(config.dataDir) || workers > 1) throw err;
     log.warn({ reason: err.message }, 'embedded PostgreSQL cannot run here; using PGlite instead');
     return openEmbedded({ ...config, embeddedEngine: 'pglite' }, log);
   }
@@ -112,14 +129,86 @@ async function openEmbedded(config: Config, log: Logger): Promise<{ db: Db; requ
             statementTimeoutMs: config.statementTimeout,
           })
         : db;
-    return { db, requestDb };
+    return { db, requestDb, url: server.url };
   } catch (err) {
     await db.close().catch(() => undefined);
     throw err;
   }
 }
 
+/** A cluster worker's pools, on the database its primary started or migrated. */
+async function openWorkerDatabase(
+  config: Config,
+  log: Logger,
+  url: string,
+): Promise<{ db: Db; requestDb: Db }> {
+  const open = (statementTimeoutMs?: number): Promise<Db> =>
+    openPostgres(url, {
+      max: config.databasePoolSize,
+      connectTimeoutMs: config.databaseConnectTimeout,
+      ...(statementTimeoutMs ? { statementTimeoutMs } : {}),
+      onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL client error'),
+    });
+  const db = await open();
+  try {
+    return { db, requestDb: config.statementTimeout > 0 ? await open(config.statementTimeout) : db };
+  } catch (err) {
+    await db.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * The primary of a cluster: starts the embedded PostgreSQL (kept until the workers stopped) or migrates the external
+ * one, and makes the super administrator and the signing keys once, before the workers start.
+ */
+async function prepareForWorkers(config: Config, log: Logger, workers: number): Promise<PreparedDatabase> {
+  const refusal = clusterRefusal(config);
+  if (refusal) throw new Error(refusal);
+  const opened: { db: Db; requestDb: Db; url?: string } = config.databaseUrl
+    ? await openDatabase(config, log)
+    : await openEmbedded({ ...config, statementTimeout: 0 }, log, workers);
+  const { db } = opened;
+  try {
+    if (opened.requestDb !== db) await opened.requestDb.close();
+    const url = config.databaseUrl ?? opened.url;
+    if (!url) throw new Error(clusterRefusal({ databaseUrl: undefined, embeddedEngine: 'pglite' }));
+    await bootstrap(db, config, log);
+    await loadKeyRing(db);
+    return { url, close: () => db.close() };
+  } catch (err) {
+    await db.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+/** Ensures the super administrator, saying what was generated (once: a cluster's primary, or the single process). */
+async function bootstrap(db: Db, config: Config, log: Logger): ReturnType<typeof ensureSuperAdmin> {
+  const fhirBase = `${config.baseUrl}fhir/R4`;
+  const boot = await ensureSuperAdmin(
+    db,
+    { clock: () => new Date(), newId: randomUUID, fhirBase },
+    config.admin,
+  );
+  if (!boot.consoleClient)
+    log.warn(
+      'The admin console cannot sign anyone in: ClientApplication/cinder-console belongs to a tenant project',
+    );
+  const g = boot.generated;
+  if (g.password)
+    log.warn(
+      `Generated super administrator password for ${config.admin.email}: ${g.password} (shown once; set admin.password to choose one)`,
+    );
+  if (g.clientId) log.warn(`Generated super administrator client id: ${g.clientId}`);
+  if (g.clientSecret)
+    log.warn(
+      `Generated super administrator client secret: ${g.clientSecret} (shown once; set admin.clientSecret to choose one)`,
+    );
+  return boot;
+}
+
 async function openDatabase(config: Config, log: Logger): Promise<{ db: Db; requestDb: Db }> {
+  if (worker) return openWorkerDatabase(config, log, worker.databaseUrl);
   if (!config.databaseUrl) return openEmbedded(config, log);
   // PostgreSQL may come up after us (containers, restarts): retry with backoff, saying so.
   for (let attempt = 1; ; attempt++) {
@@ -176,7 +265,17 @@ async function main(): Promise<void> {
     process.stderr.write(`${(err as Error).message}\n`);
     process.exit(1);
   }
-  const log: Logger = pino({ level: config.logLevel, base: { service: 'cinder' } });
+  const workers = workerCount(config);
+  const clustered = workers > 1 && !worker;
+  // In a cluster every line says which process wrote it: the primary, or worker 1..N (and its pid).
+  const log: Logger = pino({
+    level: config.logLevel,
+    base: worker
+      ? { service: 'cinder', worker: worker.slot, pid: process.pid }
+      : clustered
+        ? { service: 'cinder', worker: 'primary', pid: process.pid }
+        : { service: 'cinder' },
+  });
   // Last resort: failures are handled where they happen (a worker's in the FHIRPath pool fails only its own request,
   // issue 25), so nothing a request does should get here. An exception nothing caught leaves the process in an
   // unknown state: it is logged and the process exits 1, for its supervisor to restart. A rejection nothing awaited
@@ -189,6 +288,15 @@ async function main(): Promise<void> {
   process.on('unhandledRejection', (reason) => {
     log.error({ err: reason }, 'unhandled promise rejection');
   });
+  if (clustered) {
+    const refusal = clusterRefusal(config);
+    if (refusal) {
+      log.fatal(refusal);
+      process.exit(1);
+    }
+    await runPrimary({ config, workers, log, prepare: () => prepareForWorkers(config, log, workers) });
+    return;
+  }
   let db: Db;
   let requestDb: Db;
   try {
@@ -210,28 +318,12 @@ async function main(): Promise<void> {
   const observedJobs = metrics ? observeDb(db, metrics.dbObserver('jobs')) : undefined;
   const jobsDb = observedJobs ?? db;
   if (observedJobs && requestDb !== db) metrics?.watchPool('jobs', observedJobs);
-  const boot = await ensureSuperAdmin(
-    db,
-    { clock: () => new Date(), newId: randomUUID, fhirBase },
-    config.admin,
-  );
-  if (!boot.consoleClient)
-    log.warn(
-      'The admin console cannot sign anyone in: ClientApplication/cinder-console belongs to a tenant project',
-    );
-  const g = boot.generated;
-  if (g.password)
-    log.warn(
-      `Generated super administrator password for ${config.admin.email}: ${g.password} (shown once; set admin.password to choose one)`,
-    );
-  if (g.clientId) log.warn(`Generated super administrator client id: ${g.clientId}`);
-  if (g.clientSecret)
-    log.warn(
-      `Generated super administrator client secret: ${g.clientSecret} (shown once; set admin.clientSecret to choose one)`,
-    );
+  const boot = await bootstrap(db, config, log);
   const keys = await loadKeyRing(db);
-  const signals = config.databaseUrl
-    ? postgresSignals(config.databaseUrl, {
+  // Several processes on one database (external, or a cluster's embedded one) hear each other through it.
+  const sharedUrl = config.databaseUrl ?? worker?.databaseUrl;
+  const signals = sharedUrl
+    ? postgresSignals(sharedUrl, {
         connectTimeoutMs: config.databaseConnectTimeout,
         onError: (err) => log.warn({ err: err.message }, 'signal connection error'),
       })
@@ -390,6 +482,8 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+  // A worker whose primary is gone (killed) has no one to hand it connections: it stops.
+  if (worker) process.on('disconnect', () => void stop('primary gone'));
   await app.listen({ port: config.port, host: config.host });
   runner.start();
   if (config.jobConcurrency > 0) backfill.start();

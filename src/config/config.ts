@@ -100,6 +100,12 @@ export const configSchema = z
       .min(1024)
       .max(1024 * 1024)
       .default(16 * 1024),
+    /**
+     * Worker processes serving the port together (Node's cluster), each with its own pools: a number, or `auto` for
+     * one per CPU; 1 (the default) runs one process and no cluster. More than 1 needs PostgreSQL (embedded or
+     * databaseUrl), not PGlite.
+     */
+    workers: z.union([z.literal('auto'), z.coerce.number().int().min(1).max(256)]).default(1),
     /** Connections of this process's PostgreSQL pool. */
     databasePoolSize: z.coerce.number().int().min(1).max(1000).default(20),
     /** Milliseconds to wait for a PostgreSQL connection before answering 503 (the database is unreachable). */
@@ -240,6 +246,7 @@ const ENV_KEYS: Record<string, string> = {
   AUDIT_RETENTION: 'auditRetention',
   AUDIT_LOG: 'auditLog',
   METRICS_TOKEN: 'metricsToken',
+  WORKERS: 'workers',
 };
 
 /** Validates raw input; a bad value throws one ConfigError line naming the key. */

@@ -384,6 +384,8 @@ export interface EmbeddedPostgres {
   openPool(opts: PostgresOptions): Promise<Db>;
   /** Seconds the server took to start (initdb included on first start). */
   startSeconds: number;
+  /** The server's connection URL (its Unix socket), for other processes of this Cinder (cluster workers). */
+  url: string;
 }
 
 /** PostgreSQL stopped without Cinder asking it to (killed, crashed); it is started again after `restartInMs`. */
@@ -411,6 +413,8 @@ export interface EmbeddedPostgresRestartFailure {
 export interface EmbeddedPostgresOptions {
   /** Connections of the main pool (default 20); the server allows room for a second pool of the same size. */
   poolSize?: number;
+  /** The server's max_connections (default: room for two pools of poolSize, plus 10). */
+  maxConnections?: number;
   /** Where PostgreSQL's own log goes (default `<dataDir>/postgres.log`). */
   logFile?: string;
   /** Errors of the server process and of the main pool's idle connections (and what the callbacks below miss). */
@@ -471,7 +475,7 @@ export async function startEmbeddedPostgres(
         unix_socket_directories: socketDir,
         unix_socket_permissions: '0700',
         port: '5432',
-        max_connections: String(2 * poolSize + 10),
+        max_connections: String(opts.maxConnections ?? 2 * poolSize + 10),
         shared_buffers: '128MB',
         log_checkpoints: 'off',
         // PostgreSQL's processes show as `postgres: cinder: …` in `ps`.
@@ -593,7 +597,7 @@ export async function startEmbeddedPostgres(
         exec: base.exec,
         close: () => (closed ??= close()),
       };
-      return { db, openPool: open, startSeconds: (performance.now() - started) / 1000 };
+      return { db, openPool: open, startSeconds: (performance.now() - started) / 1000, url };
     } catch (err) {
       fs.closeSync(logFd);
       if (socketDir !== pgdata) fs.rmSync(socketDir, { recursive: true, force: true });

@@ -23,6 +23,7 @@ const CINDER_ENV = [
   'JOB_PAUSE_MS',
   'EXPORT_PAGE_SIZE',
   'TRUST_PROXY',
+  'WORKERS',
 ];
 export const cleanEnv: Record<string, string | undefined> = Object.fromEntries(
   Object.entries(process.env).filter(([k]) => !CINDER_ENV.includes(k)),
