@@ -166,6 +166,8 @@ const BACKENDS: Backend[] = [
   },
 ];
 
+const METRICS_TOKEN = 'cluster-metrics-token-0123456789abcdef';
+
 describe.each(BACKENDS)('WORKERS=2 on $name', (backend) => {
   let server: ServerProcess;
   let port: number;
@@ -181,6 +183,7 @@ describe.each(BACKENDS)('WORKERS=2 on $name', (backend) => {
       DATA_DIR: dataDir,
       PORT: String(port),
       WORKERS: '2',
+      METRICS_TOKEN: METRICS_TOKEN,
       ...backend.env(),
     });
     await until(
@@ -238,6 +241,25 @@ describe.each(BACKENDS)('WORKERS=2 on $name', (backend) => {
     // another worker than the one that wrote.
     expect(answering).toEqual(workerPids);
     expect(crossed).toBeGreaterThan(0);
+  });
+
+  it.skipIf(backend.skip)('GET /metrics counts the requests of both workers', async () => {
+    // The first test read six Patients by id, spread over both workers; every scrape (whichever worker answers it)
+    // holds the cluster's sum, gathered by the primary.
+    for (let i = 0; i < 3; i++) {
+      const res = await request(port, 'GET', '/metrics', METRICS_TOKEN);
+      expect(res.status, res.body).toBe(200);
+      const reads = res.body
+        .split('\n')
+        .find(
+          (l) =>
+            l.startsWith('cinder_http_requests_total{') &&
+            l.includes('method="GET"') &&
+            l.includes('route="/fhir/R4/:type/:id"') &&
+            l.includes('status="200"'),
+        );
+      expect(Number(reads?.split(' ').pop())).toBe(6);
+    }
   });
 
   it.skipIf(backend.skip)(

@@ -389,8 +389,6 @@ function filterCondition(
     const conds = [
       `${x}.resource_type = ${b.p(sourceType)}`,
       codeIs(b, x, 'sp_reference', sourceType, code),
-      typeIs(b, refPart(b, x, 1), resourceType),
-      oneSlash(b, x),
       `NOT ${s}.deleted`,
       ...(scope.projectId !== null ? [`${s}.project_id = ${b.p(scope.projectId)}`] : []),
       ...optional(patientCondition(scope, s, (v) => b.p(v), sourceType)),
@@ -400,9 +398,10 @@ function filterCondition(
     // smaller one: from the referring resources (a rare `code=`: their targets found by type and id), or from this
     // search's own rows in page order, each probing the sp_reference_ref index with its `Type/id` (a broad `code=`
     // that nearly every patient has: a page reads a few referrers per row rather than every referrer). Over several
-    // types (a system search), the type is matched by the reference text: ids are unique within a type only.
+    // types (a system search), the type is matched by the reference text: ids are unique within a type only. (The
+    // text equality also keeps out references of another shape: an id holds no slash.)
     const type = typeof resourceType === 'string' ? b.p(resourceType) : `${a}.resource_type`;
-    conds.push(`${refPart(b, x, 2)} = ${a}.id`, `${x}.ref = ${type} || '/' || ${a}.id`);
+    conds.push(`${x}.ref = ${type} || '/' || ${a}.id`);
     return `EXISTS (SELECT 1 FROM sp_reference ${x} JOIN resources ${s} ON ${s}.rid = ${x}.rid WHERE ${conds.join(' AND ')})`;
   }
   if (f.type === 'composite') {
