@@ -1,21 +1,33 @@
 // npm run soak: a Cinder server (its own process, on PostgreSQL) under mixed load for SOAK_SECONDS (default 300) from
 // SOAK_CONNECTIONS (default 50) concurrent clients: reads, searches, creates, updates, transaction Bundles, userinfo
-// and reads with an external identity provider's token, and bulk exports that are mostly cancelled. Every
-// acknowledged create is recorded; at the end each must be readable and the server's count must match (no lost and
-// no duplicated writes), no answer may be a 5xx, and every export must have reached a final status. Prints p50/p99
-// per operation and the server's RSS every 10 s. Memory: RSS is sampled every second, and the server runs with
-// bench/memory-probe.mjs (its V8 heap and Buffers); the median RSS of the last minute of load may exceed that of the
-// first minute by at most 10%. Exits non-zero when a check fails.
+// and reads with an external identity provider's token, and bulk exports that are mostly cancelled, with audit on
+// (the default) and subscriptions: SOAK_REST_HOOKS (default 3) classic rest-hook subscriptions whose notifications a
+// small HTTP receiver in the soak takes, and SOAK_WEBSOCKETS (default 1) websocket ones (bench/soak-subscriptions.ts),
+// each on the Patients of 5 families. Every acknowledged create is recorded; at the end each must be readable and
+// the server's count must match (no lost and no duplicated writes), no answer may be a 5xx, every export must have
+// reached a final status, every acknowledged write of a subscribed family must have been notified to each of its
+// subscriptions, and AuditEvents must have been recorded. Prints p50/p99 per operation, the notifications' lag
+// (commit to arrival) and the server's RSS every 10 s. Memory: RSS is sampled every second, and the server runs
+// with bench/memory-probe.mjs (its V8 heap and Buffers); after SOAK_WARMUP_SECONDS (default 60) of the same load,
+// the median RSS of the last minute of the SOAK_SECONDS measured may exceed that of their first minute by at most
+// 10%. SOAK_AUDIT=0 runs without audit (to compare). Exits non-zero when a check fails.
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { families, makePatient } from './patients.js';
+import { soakSubscriptions, type SoakSubscriptions } from './soak-subscriptions.js';
 import { startMockIdp } from '../test/support/mock-idp.js';
 import { login, startServer, type RunningServer } from './server.js';
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 300);
+/**
+ * Seconds of the same load before the SECONDS that are measured (default 60). Under load an export takes more
+ * than a minute, so the first minute of load had exports started but none downloaded yet: its memory lacked the
+ * downloads in flight that every later minute holds, and the check compared a warming server with a warm one.
+ */
+const WARMUP = Number(process.env.SOAK_WARMUP_SECONDS ?? 60);
 const CONNECTIONS = Number(process.env.SOAK_CONNECTIONS ?? 50);
 /**
  * Patients stored before the load starts. The answers of `$csv` by family (up to 1000 rows) and the exports (every
@@ -23,11 +35,21 @@ const CONNECTIONS = Number(process.env.SOAK_CONNECTIONS ?? 50);
  * memory growth over the soak shows a leak rather than larger answers.
  */
 const SEED = Math.max(200, Number(process.env.SOAK_SEED_PATIENTS ?? 20_000));
+/**
+ * The tag of the seed Patients (kept by the updates of a seed Patient). The exports and `$csv` read only these: the
+ * load adds Patients at 40–100 a second, which made the exported files 1.5–2.5 times larger in the last minute than
+ * in the first (and more downloads overlapping), a growth of the answers that the memory check took for a leak.
+ */
+const SEED_TAG = { system: 'https://cinder.example/soak', code: 'seed' };
+const SEED_FILTER = `_tag=${encodeURIComponent(`${SEED_TAG.system}|${SEED_TAG.code}`)}`;
 const PRINT_EVERY_S = 10;
 /** The memory check: the last minute's median RSS at most this much above the first minute's. */
 const RSS_GROWTH_ALLOWED = 0.1;
 const MINUTE = Math.min(60, SECONDS / 2);
 const FHIR_JSON = 'application/fhir+json';
+const REST_HOOKS = Number(process.env.SOAK_REST_HOOKS ?? 3);
+const WEBSOCKETS = Number(process.env.SOAK_WEBSOCKETS ?? 1);
+const AUDIT = process.env.SOAK_AUDIT !== '0';
 
 interface Ctx {
   base: string;
@@ -38,7 +60,22 @@ interface Ctx {
   created: string[];
   /** Export jobs started, and what was asked of them. */
   exports: { id: string; cancelled: boolean }[];
+  /** Export files downloaded: when (ms since the epoch) and their size in bytes. */
+  downloads: { at: number; bytes: number }[];
+  /** The first `seeded` of `created` are the seed Patients. */
+  seeded: number;
   n: number;
+  subs: SoakSubscriptions;
+}
+
+/** The family name of a Patient of makePatient. */
+const familyOf = (p: Record<string, unknown>): string =>
+  (p.name as { family: string }[])[0]?.family as string;
+
+/** An acknowledged Patient write (its answer's body): the subscriptions of its family must notify it. */
+function written(ctx: Ctx, sent: Record<string, unknown>, body: string): void {
+  const r = JSON.parse(body) as { id: string; meta: { versionId: string } };
+  ctx.subs.expect(familyOf(sent), r.id, r.meta.versionId);
 }
 
 interface Stat {
@@ -113,19 +150,22 @@ const OPERATIONS: { name: string; weight: number; run: (ctx: Ctx) => Promise<voi
     name: 'create',
     weight: 15,
     run: async (ctx) => {
+      const patient = makePatient(ctx.n++);
       const res = await call('create', [201], `${ctx.fhir}/Patient`, {
         method: 'POST',
         headers: json(ctx),
-        body: JSON.stringify(makePatient(ctx.n++)),
+        body: JSON.stringify(patient),
       });
-      if (res?.status === 201) ctx.created.push((JSON.parse(res.body) as { id: string }).id);
+      if (res?.status !== 201) return;
+      ctx.created.push((JSON.parse(res.body) as { id: string }).id);
+      written(ctx, patient, res.body);
     },
   },
   {
     name: '$csv (family, 6 fields)',
     weight: 3,
     run: async (ctx) => {
-      const q = `family=${encodeURIComponent(pick(families()))}&_fields=id,name,address,telecom,birthDate,gender`;
+      const q = `family=${encodeURIComponent(pick(families()))}&${SEED_FILTER}&_fields=id,name,address,telecom,birthDate,gender`;
       await call('$csv (family, 6 fields)', [200], `${ctx.fhir}/Patient/$csv?${q}`, { headers: json(ctx) });
     },
   },
@@ -133,12 +173,19 @@ const OPERATIONS: { name: string; weight: number; run: (ctx: Ctx) => Promise<voi
     name: 'update',
     weight: 10,
     run: async (ctx) => {
-      const id = pick(ctx.created);
-      await call('update', [200], `${ctx.fhir}/Patient/${id}`, {
+      const at = Math.floor(Math.random() * ctx.created.length);
+      const id = ctx.created[at] as string;
+      const patient = {
+        ...makePatient(ctx.n++),
+        id,
+        ...(at < ctx.seeded ? { meta: { tag: [SEED_TAG] } } : {}),
+      };
+      const res = await call('update', [200], `${ctx.fhir}/Patient/${id}`, {
         method: 'PUT',
         headers: json(ctx),
-        body: JSON.stringify({ ...makePatient(ctx.n++), id }),
+        body: JSON.stringify(patient),
       });
+      if (res?.status === 200) written(ctx, patient, res.body);
     },
   },
   {
@@ -156,8 +203,13 @@ const OPERATIONS: { name: string; weight: number; run: (ctx: Ctx) => Promise<voi
         body: JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry }),
       });
       if (res?.status !== 200) return;
-      for (const e of (JSON.parse(res.body) as { entry: { response: { location: string } }[] }).entry)
-        ctx.created.push(e.response.location.split('/')[1] as string);
+      const answers = (JSON.parse(res.body) as { entry: { response: { location: string } }[] }).entry;
+      answers.forEach((e, i) => {
+        // `Patient/<id>/_history/<version>`
+        const [, id, , version] = e.response.location.split('/') as [string, string, string, string];
+        ctx.created.push(id);
+        ctx.subs.expect(familyOf(entry[i]?.resource as Record<string, unknown>), id, version);
+      });
     },
   },
   {
@@ -182,9 +234,14 @@ const OPERATIONS: { name: string; weight: number; run: (ctx: Ctx) => Promise<voi
     name: 'export + cancel',
     weight: 1,
     run: async (ctx) => {
-      const kick = await call('export kick-off', [202], `${ctx.fhir}/Patient/$export?_type=Patient`, {
-        headers: { ...json(ctx), prefer: 'respond-async' },
-      });
+      const kick = await call(
+        'export kick-off',
+        [202],
+        `${ctx.fhir}/Patient/$export?_type=Patient&_typeFilter=${encodeURIComponent(`Patient?${SEED_FILTER}`)}`,
+        {
+          headers: { ...json(ctx), prefer: 'respond-async' },
+        },
+      );
       if (kick?.status !== 202) return;
       const id = (JSON.parse(kick.body) as { issue: { details: { text: string } }[] }).issue[0]?.details.text
         .split('/')
@@ -208,7 +265,9 @@ const OPERATIONS: { name: string; weight: number; run: (ctx: Ctx) => Promise<voi
           const url = (
             JSON.parse(res.body) as { output?: { parameter: { part: { valueUri?: string }[] }[] } }
           ).output?.parameter[0]?.part.find((p) => p.valueUri)?.valueUri;
-          if (url) await call('export file', [200], url, { headers: json(ctx) });
+          if (!url) return;
+          const file = await call('export file', [200], url, { headers: json(ctx) });
+          if (file) ctx.downloads.push({ at: Date.now(), bytes: Buffer.byteLength(file.body) });
           return;
         }
         await sleep(500);
@@ -235,6 +294,7 @@ const median = (xs: number[]): number => percentile(xs, 50);
 interface Probe {
   t: number;
   rss: number;
+  heapTotal: number;
   heapUsed: number;
   oldSpace: number;
   largeObjects: number;
@@ -257,6 +317,10 @@ function memoryTrend(
     return {
       minute: label,
       'RSS MB': median(minute(rss, from).map((r) => r.mb)),
+      // V8's committed heap (counted in RSS whether used or not), and what RSS holds beyond it and the Buffers:
+      // code, stacks and native allocations (malloc: zlib, the pg parser's buffers, fragmentation).
+      'heap total': m('heapTotal'),
+      'outside heap': median(p.map((x) => x.rss - x.heapTotal - x.external)),
       'heap used': m('heapUsed'),
       'old space': m('oldSpace'),
       'large objects': m('largeObjects'),
@@ -272,7 +336,11 @@ function rssMb(pid: number): number {
 }
 
 /** A project with an admin client, an external user in it, and SEED Patients to start from. */
-async function setUp(base: string, idpToken: (sub: string) => Promise<string>): Promise<Ctx> {
+async function setUp(
+  base: string,
+  idpToken: (sub: string) => Promise<string>,
+  subs: SoakSubscriptions,
+): Promise<Ctx> {
   const fhir = `${base}fhir/R4`;
   const admin = await login(base);
   const post = async (
@@ -328,7 +396,10 @@ async function setUp(base: string, idpToken: (sub: string) => Promise<string>): 
     external: await idpToken('soak|external'),
     created: [],
     exports: [],
+    downloads: [],
+    seeded: 0,
     n: 0,
+    subs,
   };
   // The seed Patients, in batches of 500 from 4 clients.
   const batches = Array.from({ length: Math.ceil(SEED / 500) }, (_, b) => Math.min(500, SEED - b * 500));
@@ -336,7 +407,7 @@ async function setUp(base: string, idpToken: (sub: string) => Promise<string>): 
     Array.from({ length: 4 }, async () => {
       for (let size = batches.pop(); size !== undefined; size = batches.pop()) {
         const entry = Array.from({ length: size }, () => ({
-          resource: makePatient(ctx.n++),
+          resource: { ...makePatient(ctx.n++), meta: { tag: [SEED_TAG] } },
           request: { method: 'POST', url: 'Patient' },
         }));
         const batch = await post(fhir, { resourceType: 'Bundle', type: 'batch', entry }, auth);
@@ -345,6 +416,9 @@ async function setUp(base: string, idpToken: (sub: string) => Promise<string>): 
       }
     }),
   );
+  ctx.seeded = ctx.created.length;
+  // After the seed, so that only the load's writes notify.
+  await subs.subscribe(fhir, base, auth);
   return ctx;
 }
 
@@ -395,6 +469,9 @@ async function verify(ctx: Ctx): Promise<string[]> {
       await sleep(500);
     }
   }
+  const missed = await ctx.subs.settle(60_000);
+  if (missed > 0)
+    failures.push(`${missed} notifications of acknowledged writes did not arrive within a minute`);
   for (const [op, s] of stats) {
     if (s.serverErrors) failures.push(`${op}: ${s.serverErrors} answers were 5xx`);
     if (s.networkErrors) failures.push(`${op}: ${s.networkErrors} requests failed`);
@@ -402,6 +479,17 @@ async function verify(ctx: Ctx): Promise<string[]> {
       failures.push(`${op}: ${s.unexpected} unexpected answers, e.g. ${s.samples.join(' | ')}`);
   }
   return failures;
+}
+
+/** AuditEvents the server recorded (its `audit_events` table). */
+async function auditEvents(url: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return Number((await client.query<{ n: string }>('SELECT count(*) AS n FROM audit_events')).rows[0]?.n);
+  } finally {
+    await client.end();
+  }
 }
 
 async function createDatabase(): Promise<string> {
@@ -426,6 +514,8 @@ async function main(): Promise<void> {
   execSync('npm run build', { stdio: 'inherit' });
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-soak-'));
   const idp = await startMockIdp();
+  const subs = await soakSubscriptions(families(), { restHooks: REST_HOOKS, websockets: WEBSOCKETS });
+  const databaseUrl = await createDatabase();
   let server: RunningServer | undefined;
   const rss: { t: number; mb: number }[] = [];
   const probeFile = path.join(work, 'memory.jsonl');
@@ -433,7 +523,7 @@ async function main(): Promise<void> {
   try {
     server = await startServer(
       {
-        DATABASE_URL: await createDatabase(),
+        DATABASE_URL: databaseUrl,
         DATA_DIR: path.join(work, 'data'),
         MEM_PROBE_FILE: probeFile,
         MEM_PROBE_EVERY_MS: '2000',
@@ -444,6 +534,9 @@ async function main(): Promise<void> {
         externalAuthProviders: [{ issuer: idp.issuer, userInfoUrl: idp.userInfoUrl }],
         // Every soak client exports as one admin: the per-user export quota would answer most kick-offs 429.
         maxActiveExportsPerUser: 1000,
+        // The subscriptions' receiver listens on loopback (API.md §2 outbound rule).
+        allowedOutboundHosts: [subs.host],
+        audit: AUDIT,
       },
       {
         nodeArgs: [
@@ -454,13 +547,15 @@ async function main(): Promise<void> {
       },
     );
     const pid = server.pid;
-    const ctx = await setUp(server.base, (sub) => idp.token({ sub }, { lifetime: SECONDS + 3600 }));
+    const ctx = await setUp(server.base, (sub) => idp.token({ sub }, { lifetime: SECONDS + 3600 }), subs);
     console.log(
-      `soak: ${SECONDS} s, ${CONNECTIONS} connections, ${SEED} Patients to start from, server pid ${pid}`,
+      `soak: ${SECONDS} s after ${WARMUP} s of warm-up, ${CONNECTIONS} connections, ${SEED} Patients to start from, server pid ${pid}`,
     );
-    const started = Date.now();
+    const loadStarted = Date.now();
+    // `t` counts from the end of the warm-up (negative during it).
+    const started = loadStarted + WARMUP * 1000;
     const deadline = started + SECONDS * 1000;
-    let printed = 0;
+    let printed = -WARMUP;
     const sampler = setInterval(() => {
       const t = (Date.now() - started) / 1000;
       rss.push({ t, mb: rssMb(pid) });
@@ -468,7 +563,7 @@ async function main(): Promise<void> {
       printed += PRINT_EVERY_S;
       const done = [...stats.values()].reduce((n, s) => n + s.latencies.length, 0);
       console.log(
-        `  ${printed} s: ${done} requests, ${ctx.created.length} Patients, RSS ${rss.at(-1)?.mb} MB`,
+        `  ${printed} s${printed <= 0 ? ' (warm-up)' : ''}: ${done} requests, ${ctx.created.length} Patients, RSS ${rss.at(-1)?.mb} MB`,
       );
     }, 1000);
     await Promise.all(
@@ -477,7 +572,7 @@ async function main(): Promise<void> {
       }),
     );
     clearInterval(sampler);
-    const elapsed = (Date.now() - started) / 1000;
+    const elapsed = (Date.now() - loadStarted) / 1000;
     const probe = fs.existsSync(probeFile)
       ? fs
           .readFileSync(probeFile, 'utf8')
@@ -490,9 +585,11 @@ async function main(): Promise<void> {
       : [];
     const memory = memoryTrend(rss, probe, SECONDS);
     failures = await verify(ctx);
+    const audited = await auditEvents(databaseUrl);
+    if (AUDIT && audited === 0) failures.push('no AuditEvent was recorded');
     const total = [...stats.values()].reduce((n, s) => n + s.latencies.length, 0);
     console.log(
-      `\nCinder soak on PostgreSQL: ${SECONDS} s, ${CONNECTIONS} connections, ${total} requests (${Math.round(total / elapsed)}/s), ` +
+      `\nCinder soak on PostgreSQL: ${SECONDS} s after ${WARMUP} s of warm-up, ${CONNECTIONS} connections, ${total} requests (${Math.round(total / elapsed)}/s), ` +
         `${ctx.created.length} acknowledged creates, ${ctx.exports.length} exports (${ctx.exports.filter((e) => e.cancelled).length} cancelled), ` +
         `${os.cpus().length} CPUs, Node ${process.version}\n`,
     );
@@ -507,12 +604,32 @@ async function main(): Promise<void> {
         'other unexpected': s.unexpected - s.serverErrors + s.networkErrors,
       })),
     );
+    const lags = subs.lags();
+    if (lags.length > 0)
+      console.log(
+        `Subscriptions (${REST_HOOKS} rest-hook, ${WEBSOCKETS} websocket): ${subs.received()} notifications received; ` +
+          `commit-to-arrival lag p50 ${Math.round(percentile(lags, 50))} ms, p99 ${Math.round(percentile(lags, 99))} ms, ` +
+          `max ${Math.round(Math.max(...lags))} ms (${lags.length} versions)`,
+      );
+    console.log(`AuditEvents recorded: ${audited}${AUDIT ? '' : ' (audit off)'}`);
+    const fileMb = (from: number): string => {
+      const xs = ctx.downloads.filter(
+        (d) => d.at - started >= from * 1000 && d.at - started < (from + MINUTE) * 1000,
+      );
+      return xs.length ? (median(xs.map((d) => d.bytes)) / 1048576).toFixed(1) : '-';
+    };
+    console.log(
+      `Export files downloaded: ${ctx.downloads.length}, median size ${fileMb(0)} MB in the first ${MINUTE} s, ` +
+        `${fileMb(SECONDS - MINUTE)} MB in the last`,
+    );
     console.log(`Server memory, medians of the first and last ${MINUTE} s of load (MB):`);
     console.table(memory.table);
     const growth = memory.last / memory.first - 1;
+    const warming = median(rss.filter((r) => r.t >= -WARMUP && r.t < -WARMUP + MINUTE).map((r) => r.mb));
     console.log(
       `RSS: ${memory.first} → ${memory.last} MB (${growth >= 0 ? '+' : ''}${(growth * 100).toFixed(1)}%, allowed +${RSS_GROWTH_ALLOWED * 100}%); ` +
-        `peak (VmHWM) ${server.peakRssMb()} MB`,
+        `peak (VmHWM) ${server.peakRssMb()} MB` +
+        (WARMUP > 0 ? `; the first ${MINUTE} s of the warm-up had ${warming} MB` : ''),
     );
     if (growth > RSS_GROWTH_ALLOWED)
       failures.push(
@@ -521,6 +638,7 @@ async function main(): Promise<void> {
   } finally {
     await server?.stop();
     await idp.close();
+    await subs.close();
     fs.rmSync(work, { recursive: true, force: true });
   }
   if (failures.length) {

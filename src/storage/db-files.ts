@@ -1,7 +1,7 @@
 // A FileStore in the database (the `file_chunks` table): with PostgreSQL every instance reads and writes the same
 // files, so any instance serves any job's export files (issue 13). An appended text (migration 009) and a Binary's
 // content, `put` whole as bytes (migration 010), are stored as chunks of at most CHUNK bytes; a read streams them
-// about a megabyte at a time, so memory stays flat however large the file or an appended page.
+// a window of a few megabytes at a time, so memory stays flat however large the file or an appended page.
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import type { Db, Queryable } from './db.js';
@@ -15,11 +15,12 @@ import { concatUtf8, InvalidFileKeyError, isPlainFileName, localFileStore, type 
  */
 const CHUNK = 32 * 1024;
 /**
- * A download reads the chunks that begin within this many bytes after the last one read: about 4 MiB per query,
- * so that under load a download waits for a pooled connection a few times per 100 MB, not hundreds. A chunk beyond
- * that (one larger, written by an earlier version) is read alone.
+ * A download reads the chunks that begin within this many bytes after the last one read: about 2 MiB per query,
+ * so that under load a download waits for a pooled connection a few times per 100 MB, not hundreds; the next window
+ * is read while one is sent, so a download holds about two windows (each as strings, then as one Buffer). A chunk
+ * beyond that (one larger, written by an earlier version) is read alone.
  */
-const READ_WINDOW = 4 * 1024 * 1024;
+const READ_WINDOW = 2 * 1024 * 1024;
 
 /** `bytes` cut into pieces of at most `max` bytes (at least 4), never inside a UTF-8 character. */
 function utf8Pieces(bytes: Buffer, max: number): Buffer[] {
@@ -130,19 +131,27 @@ export function dbFileStore(
       if (first.rows.length === 0) return undefined;
       type Chunk = { offset: string; data: string | null; bytes: Uint8Array | null };
       const columns = `SELECT "offset", data, bytes FROM file_chunks WHERE key = $1 AND "offset" > $2`;
+      /** The chunks after `after`: those that begin within the window, else the next one alone. */
+      const windowAfter = async (after: number): Promise<Chunk[]> => {
+        // Chunks are contiguous, so the next one begins within the window of the last one's start.
+        const { rows } = await db.query<Chunk>(`${columns} AND "offset" <= $2 + $3 ORDER BY "offset"`, [
+          key,
+          after,
+          readWindow,
+        ]);
+        if (rows.length > 0) return rows;
+        return (await db.query<Chunk>(`${columns} ORDER BY "offset" LIMIT 1`, [key, after])).rows;
+      };
       return Readable.from(
         (async function* () {
-          // Chunks are contiguous, so the next one begins within the window of the last one's start.
-          for (let after = -1; ;) {
-            let { rows } = await db.query<Chunk>(`${columns} AND "offset" <= $2 + $3 ORDER BY "offset"`, [
-              key,
-              after,
-              readWindow,
-            ]);
-            if (rows.length === 0)
-              ({ rows } = await db.query<Chunk>(`${columns} ORDER BY "offset" LIMIT 1`, [key, after]));
+          let next = windowAfter(-1);
+          for (;;) {
+            const rows = await next;
             if (rows.length === 0) return;
-            after = Number((rows[rows.length - 1] as Chunk).offset);
+            // The next window is read while this one is sent (a download waits for the database once, not once
+            // per window); a download given up meanwhile drops it.
+            next = windowAfter(Number((rows[rows.length - 1] as Chunk).offset));
+            next.catch(() => undefined);
             // Copied into one Buffer at once, so the rows' strings die young instead of living (and being promoted
             // to the old generation) while a slow client is sent them.
             yield concatUtf8(rows.map((r) => r.bytes ?? r.data ?? ''));

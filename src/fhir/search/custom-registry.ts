@@ -2,6 +2,7 @@
 // in), compiled once and kept in memory, as subscriptions/registry.ts keeps subscriptions: dropped when the project
 // writes a SearchParameter (on every instance, through the signals) and after MAX_AGE_MS whatever happens, as a
 // safety net for a signal lost with its connection. API.md §9 "Search".
+import { LRUCache } from 'lru-cache';
 import type { Queryable } from '../../storage/db.js';
 import type { Signals } from '../../storage/signals.js';
 import type { SharedSet } from '../conformance/model.js';
@@ -20,6 +21,11 @@ import { isSharedIndex } from '../conformance/shared-set.js';
 
 export const SEARCH_PARAMETERS_CHANNEL = 'search-parameters';
 const MAX_AGE_MS = 30_000;
+/**
+ * Projects whose parameters are kept: the least recently used beyond this are dropped (and loaded again when
+ * searched), so that a server with many projects does not keep one entry for every project ever searched.
+ */
+export const MAX_CACHED_PROJECTS = 10_000;
 /** Active SearchParameters a project may hold (each runs on every write of its bases). */
 export const MAX_PROJECT_SEARCH_PARAMETERS = 500;
 
@@ -104,8 +110,10 @@ export function createSearchParamRegistry(deps: {
   signals: Signals;
   shared?: SharedSet;
   log?: { warn(obj: unknown, msg: string): void };
+  /** MAX_CACHED_PROJECTS unless given (tests). */
+  maxProjects?: number;
 }): SearchParamRegistry {
-  const projects = new Map<string, Promise<Entry>>();
+  const projects = new LRUCache<string, Promise<Entry>>({ max: deps.maxProjects ?? MAX_CACHED_PROJECTS });
   const warn: Warn = (obj, msg) => deps.log?.warn(obj, msg);
   let shared: Promise<CustomParam[]> | undefined;
   // The shared set loads giving way to other work (its own ready()), once; then its parameters are read.

@@ -1,5 +1,6 @@
 // Index values of a resource for a search parameter: the fast path evaluator where the expression allows it,
 // HL7's fhirpath engine otherwise. https://hl7.org/fhir/R4/search.html#table
+import { LRUCache } from 'lru-cache';
 import fhirpath from 'fhirpath';
 import r4 from 'fhirpath/fhir-context/r4';
 import type { Resource } from '../types.js';
@@ -17,7 +18,12 @@ export const COLUMN_PARAMS = new Set(['_id', '_lastUpdated']);
 
 export const INDEXED_TYPES = new Set(['string', 'token', 'reference', 'date', 'number', 'quantity', 'uri']);
 
-const fhirpathCache = new Map<string, Evaluator>();
+/**
+ * Compiled expressions: R4's and the projects' own SearchParameters (custom ones come and go with their projects),
+ * the least recently used dropped beyond MAX_COMPILED.
+ */
+const MAX_COMPILED = 10_000;
+const fhirpathCache = new LRUCache<string, Evaluator>({ max: MAX_COMPILED });
 
 /** An Evaluator from a compiled FHIRPath function: each item with its System type; nothing when evaluation throws. */
 export function typedValuesOf(compiled: (r: unknown) => unknown[]): Evaluator {

@@ -140,15 +140,25 @@ function commonFor(resourceType: string, code: string): SearchParamInfo | undefi
   };
 }
 
-const commonCache = new Map<string, SearchParamInfo | undefined>();
+/**
+ * The common parameters (`_id`, `_lastUpdated`, ...) per type that were asked for. Only those found are kept: the
+ * codes come from requests, and keeping every unknown `_x` a client sent would grow without bound.
+ */
+const commonCache = new Map<string, SearchParamInfo>();
+
+/** How many common parameters are kept (tests: unknown codes are not). */
+export const cachedCommonParams = (): number => commonCache.size;
 
 export function getSearchParam(resourceType: string, code: string): SearchParamInfo | undefined {
   const own = load().get(resourceType)?.get(code);
   if (own) return own;
   if (!code.startsWith('_') || !isResourceType(resourceType)) return undefined;
   const key = `${resourceType}.${code}`;
-  if (!commonCache.has(key)) commonCache.set(key, commonFor(resourceType, code));
-  return commonCache.get(key);
+  const cached = commonCache.get(key);
+  if (cached) return cached;
+  const found = commonFor(resourceType, code);
+  if (found) commonCache.set(key, found);
+  return found;
 }
 
 /** Every search parameter of `resourceType`, the common ones (`_id`, `_lastUpdated`, `_tag`, ...) first. */

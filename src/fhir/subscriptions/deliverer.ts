@@ -176,21 +176,20 @@ export function createDeliverer(opts: DelivererOptions): Deliverer {
     opts.log?.warn({ subscriptionId: state.subscription_id, error: message }, 'subscription set to error');
   }
 
+  /** Marks the event delivered and the subscription's progress: one statement (one round trip per event). */
   async function delivered(state: StateRow, row: EventRow): Promise<void> {
     const done = await db.query<{ lag: number }>(
-      `UPDATE subscription_events SET delivered_at = now() WHERE seq = $1
-       RETURNING extract(epoch FROM now() - created_at)::float8 AS lag`,
-      [row.seq],
+      `WITH sent AS (UPDATE subscription_events SET delivered_at = now() WHERE seq = $5
+                     RETURNING extract(epoch FROM now() - created_at)::float8 AS lag),
+       progress AS (UPDATE subscription_state SET delivered_count = greatest(delivered_count, coalesce($2::bigint, 0)),
+         last_delivery_at = now(), last_sent_at = now(), attempts = 0, first_failure_at = NULL,
+         lease_until = now() + make_interval(secs => $4)
+       WHERE subscription_id = $1 AND lease_owner = $3)
+       SELECT lag FROM sent`,
+      [state.subscription_id, row.event_number, worker, leaseMs / 1000, row.seq],
     );
     const lag = done.rows[0]?.lag;
     if (opts.onDelivered && row.kind === 'event-notification' && lag !== undefined) opts.onDelivered(lag);
-    await db.query(
-      `UPDATE subscription_state SET delivered_count = greatest(delivered_count, coalesce($2::bigint, 0)),
-         last_delivery_at = now(), last_sent_at = now(), attempts = 0, first_failure_at = NULL,
-         lease_until = now() + make_interval(secs => $4)
-       WHERE subscription_id = $1 AND lease_owner = $3`,
-      [state.subscription_id, row.event_number, worker, leaseMs / 1000],
-    );
   }
 
   /** Records a failed attempt; false when the retry window is over (the subscription was set to error). */
@@ -226,10 +225,10 @@ export function createDeliverer(opts: DelivererOptions): Deliverer {
     shape: SubscriptionShape,
     row: EventRow,
     body: string | undefined,
+    channelHeaders: readonly [string, string][],
   ): Promise<string | undefined> {
     const headers: Record<string, string> = {};
-    for (const [name, value] of await readSubscriptionHeaders(db, state.subscription_id))
-      headers[name] = value;
+    for (const [name, value] of channelHeaders) headers[name] = value;
     if (body !== undefined) headers['content-type'] = 'application/fhir+json';
     headers['x-cinder-subscription'] = state.subscription_id;
     headers['x-cinder-event-number'] = row.event_number ?? '0';
@@ -313,12 +312,14 @@ export function createDeliverer(opts: DelivererOptions): Deliverer {
     }
     let status = shape.status;
     let sent = 0;
+    // The channel's headers, read once per pass (the Subscription was read once above too).
+    const channelHeaders = r.rows.length ? await readSubscriptionHeaders(db, id) : [];
     for (const row of r.rows) {
       if (stopping) break;
       // A topic-based rest-hook sends nothing but its handshake until the handshake succeeded.
       if (status === 'requested' && shape.form === 'topic' && row.kind !== 'handshake') break;
       const body = await bodyOf(state, shape, status, eventsCount, row);
-      const why = await post(state, shape, row, body);
+      const why = await post(state, shape, row, body, channelHeaders);
       if (why !== undefined) {
         await failed(state, row, why);
         return true;

@@ -2,6 +2,7 @@
 // matched by type with a map lookup: most writes concern no subscription and pay nothing more. Dropped when a
 // Subscription or SubscriptionTopic of the project is written (on every instance, through the signals), and after
 // MAX_AGE_MS whatever happens, as a safety net for a signal lost with its connection.
+import { LRUCache } from 'lru-cache';
 import type { Queryable } from '../../storage/db.js';
 import type { Signals } from '../../storage/signals.js';
 import { parseJson } from '../json/parse.js';
@@ -14,6 +15,11 @@ import { compileFilters } from './topic-filters.js';
 
 export const SUBSCRIPTIONS_CHANNEL = 'subscriptions';
 const MAX_AGE_MS = 30_000;
+/**
+ * Projects whose subscriptions are kept: the least recently used beyond this are dropped (and loaded again when
+ * written to), so that a server with many projects does not keep one entry for every project ever written to.
+ */
+export const MAX_CACHED_PROJECTS = 10_000;
 
 /** A topic-based subscription also carries its compiled topic. */
 export interface RegisteredSubscription extends ActiveSubscription {
@@ -139,8 +145,12 @@ async function loadProject(
 export function createSubscriptionRegistry(deps: {
   signals: Signals;
   log?: { warn(obj: unknown, msg: string): void };
+  /** MAX_CACHED_PROJECTS unless given (tests). */
+  maxProjects?: number;
 }): SubscriptionRegistry {
-  const projects = new Map<string, Promise<ProjectEntry>>();
+  const projects = new LRUCache<string, Promise<ProjectEntry>>({
+    max: deps.maxProjects ?? MAX_CACHED_PROJECTS,
+  });
   const warn = (obj: unknown, msg: string): void => deps.log?.warn(obj, msg);
   const forget = (projectId: string): void => {
     if (projectId === '*') projects.clear();

@@ -1,7 +1,8 @@
 // AsyncJob status (API.md §5, https://hl7.org/fhir/uv/bulkdata/export.html#bulk-data-status-request):
 // GET/DELETE {fhir}/AsyncJob/<id> and the download of export files (gzip when asked). The operations that start and cancel jobs are
 // routed from their definitions (operations.ts). Static segments win over the generic REST routes in the router.
-import { createGzip } from 'node:zlib';
+import { pipeline } from 'node:stream';
+import { constants, createGzip } from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onSendHookHandler } from 'fastify';
 import type { Db } from '../../storage/db.js';
 import type { FileStore } from '../../storage/files.js';
@@ -64,8 +65,12 @@ export function jobRoutes(app: FastifyInstance, deps: JobRouteDeps): void {
   app.get<P<{ id: string; file: string }>>('/AsyncJob/:id/output/:file', async (req, reply) => {
     const file = await openJobOutput(db, deps.files, ctx(req), req.params.id, req.params.file);
     reply.type(file.contentType).header('vary', 'accept-encoding');
-    // Files are streamed as stored; a client that accepts gzip gets them compressed on the way.
+    // Files are streamed as stored; a client that accepts gzip gets them compressed on the way, at zlib's fastest
+    // level (nginx's default too): half the CPU of the default level for about a tenth more bytes of NDJSON. A
+    // pipeline, so that a download given up also ends the reading of the file (pipe() would leave it open).
     if (!acceptsGzip(req.headers['accept-encoding'])) return reply.send(file.stream);
-    return reply.header('content-encoding', 'gzip').send(file.stream.pipe(createGzip()));
+    return reply
+      .header('content-encoding', 'gzip')
+      .send(pipeline(file.stream, createGzip({ level: constants.Z_BEST_SPEED }), () => undefined));
   });
 }
