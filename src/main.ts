@@ -54,6 +54,7 @@ async function openEmbedded(config: Config, log: Logger): Promise<{ db: Db; requ
   try {
     server = await startEmbeddedPostgres(config.dataDir, {
       poolSize: config.databasePoolSize,
+      settings: config.embeddedPostgresSettings,
       onError: (err) => log.error({ err: err.message }, 'embedded PostgreSQL error'),
       // PostgreSQL stopped by itself (killed, out of memory): it is started again on the same directory, its crash
       // recovery keeping committed work; requests answer 503 meanwhile.
