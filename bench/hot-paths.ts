@@ -16,6 +16,11 @@
 //   HOT_LOG_FILE  where the servers' stdout (log lines) goes (default /dev/null)
 //   HOT_CPU_PROF  a directory: the servers run with --cpu-prof and write their profiles there on exit
 //   HOT_TESTS     comma list among read,search,create (default all)
+//   HOT_NODE_ARGS_<label>  extra Node flags of that target, e.g. HOT_NODE_ARGS_small='--max-semi-space-size=4'
+//
+// Besides req/s, each row gives the CPU time per answered request of the server process (Node) and of its database
+// (the embedded PostgreSQL's processes, or the backends connected to the target's database), medians over the
+// rounds: on a machine other work shares, CPU per request moves less than throughput does.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -45,19 +50,70 @@ interface Row {
   'p50 ms': number;
   'p99 ms': number;
   'x health': string;
+  'Node CPU ms': number;
+  'DB CPU ms': number;
   errors: number;
+}
+
+const TICK_MS = 10; // USER_HZ: /proc times are in hundredths of a second on Linux
+
+/** CPU time (user + system, in clock ticks) of a process so far; 0 when it is gone. */
+function ticks(pid: number): number {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return 0;
+  }
+}
+
+/** The descendants of a process (the embedded PostgreSQL's processes are the server's). */
+function descendants(pid: number): number[] {
+  try {
+    const c = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+    return c ? c.split(/\s+/).flatMap((k) => [Number(k), ...descendants(Number(k))]) : [];
+  } catch {
+    return [];
+  }
+}
+
+/** CPU ticks so far of a target's server and of each of its database's processes (by pid). */
+async function cpuTicks(t: Loaded): Promise<{ node: number; db: Map<number, number> }> {
+  let pids = descendants(t.server.pid);
+  if (t.database) {
+    const client = new pg.Client({ connectionString: ADMIN_URL });
+    await client.connect();
+    try {
+      const r = await client.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1', [
+        t.database,
+      ]);
+      pids = r.rows.map((x) => x.pid);
+    } finally {
+      await client.end();
+    }
+  }
+  return { node: ticks(t.server.pid), db: new Map(pids.map((p) => [p, ticks(p)])) };
 }
 
 type Options = Parameters<typeof autocannon>[0];
 
 type Result = Awaited<ReturnType<typeof autocannon>>;
 
-function summary(runs: Result[]): Omit<Row, 'target' | 'test' | 'x health'> {
+interface Measured {
+  result: Result;
+  nodeMs: number;
+  dbMs: number;
+}
+
+function summary(runs: Measured[]): Omit<Row, 'target' | 'test' | 'x health'> {
   return {
-    'req/s': Math.round(median(runs.map((r) => r.requests.average))),
-    'p50 ms': median(runs.map((r) => r.latency.p50)),
-    'p99 ms': median(runs.map((r) => r.latency.p99)),
-    errors: runs.reduce((n, r) => n + r.non2xx + r.errors, 0),
+    'req/s': Math.round(median(runs.map((r) => r.result.requests.average))),
+    'p50 ms': median(runs.map((r) => r.result.latency.p50)),
+    'p99 ms': median(runs.map((r) => r.result.latency.p99)),
+    'Node CPU ms': Number(median(runs.map((r) => r.nodeMs)).toFixed(3)),
+    'DB CPU ms': Number(median(runs.map((r) => r.dbMs)).toFixed(3)),
+    errors: runs.reduce((n, r) => n + r.result.non2xx + r.result.errors, 0),
   };
 }
 
@@ -104,10 +160,14 @@ interface Loaded {
   label: string;
   server: RunningServer;
   tests: Map<string, Options>;
+  /** The target's own database on HOT_DATABASE_URL's server (undefined for an embedded engine). */
+  database?: string;
+  /** Highest memory seen of the server and its children (PSS, MB), sampled every 0.5 s. */
+  peakTreeMb: number;
 }
 
 /** Loads the Patients into a started server and returns the autocannon options of each test against it. */
-async function prepare(label: string, server: RunningServer): Promise<Loaded> {
+async function prepare(label: string, server: RunningServer, database: string | undefined): Promise<Loaded> {
   const base = server.base;
   const token = await login(base);
   const auth = { authorization: `Bearer ${token}` };
@@ -149,7 +209,7 @@ async function prepare(label: string, server: RunningServer): Promise<Loaded> {
         },
       ],
     });
-  return { label, server, tests };
+  return { label, server, tests, peakTreeMb: server.treeMb(), ...(database ? { database } : {}) };
 }
 
 /**
@@ -157,16 +217,31 @@ async function prepare(label: string, server: RunningServer): Promise<Loaded> {
  * other load falls on all of them alike), and reports medians with the ratio to the same target's healthcheck.
  */
 async function measureAll(targets: Loaded[]): Promise<Row[]> {
-  const results = new Map<string, Result[]>();
-  for (let round = 0; round < RUNS; round++) {
-    for (const test of (targets[0] as Loaded).tests.keys()) {
-      for (const t of targets) {
-        const opts = t.tests.get(test) as Options;
-        const r = await autocannon({ ...opts, connections: CONNECTIONS, duration: DURATION });
-        const key = `${t.label}\u0000${test}`;
-        results.set(key, [...(results.get(key) ?? []), r]);
+  const results = new Map<string, Measured[]>();
+  const sampler = setInterval(() => {
+    for (const t of targets) t.peakTreeMb = Math.max(t.peakTreeMb, t.server.treeMb());
+  }, 500);
+  try {
+    for (let round = 0; round < RUNS; round++) {
+      for (const test of (targets[0] as Loaded).tests.keys()) {
+        for (const t of targets) {
+          const opts = t.tests.get(test) as Options;
+          const before = await cpuTicks(t);
+          const r = await autocannon({ ...opts, connections: CONNECTIONS, duration: DURATION });
+          const after = await cpuTicks(t);
+          let db = 0;
+          for (const [pid, n] of after.db) db += n - (before.db.get(pid) ?? 0);
+          const per = (n: number): number => (n * TICK_MS) / Math.max(1, r.requests.total);
+          const key = `${t.label}\u0000${test}`;
+          results.set(key, [
+            ...(results.get(key) ?? []),
+            { result: r, nodeMs: per(after.node - before.node), dbMs: per(db) },
+          ]);
+        }
       }
     }
+  } finally {
+    clearInterval(sampler);
   }
   const rows: Row[] = [];
   for (const t of targets) {
@@ -189,13 +264,17 @@ async function main(): Promise<void> {
   let rows: Row[] = [];
   try {
     for (const [i, t] of TARGETS.entries()) {
-      const env: Record<string, string> =
-        ENGINE !== 'postgres'
-          ? {
-              DATA_DIR: path.join(work, `data-${i}`),
-              EMBEDDED_ENGINE: ENGINE === 'embedded' ? 'postgres' : ENGINE,
-            }
-          : { DATABASE_URL: await freshDatabase(`cinder_hot_${i}`), DATA_DIR: path.join(work, `files-${i}`) };
+      const database = ENGINE === 'postgres' ? `cinder_hot_${i}` : undefined;
+      const env: Record<string, string> = database
+        ? { DATABASE_URL: await freshDatabase(database), DATA_DIR: path.join(work, `files-${i}`) }
+        : {
+            DATA_DIR: path.join(work, `data-${i}`),
+            EMBEDDED_ENGINE: ENGINE === 'embedded' ? 'postgres' : ENGINE,
+          };
+      const nodeArgs = [
+        ...(prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : []),
+        ...(process.env[`HOT_NODE_ARGS_${t.label}`] ?? '').split(' ').filter(Boolean),
+      ];
       const own = JSON.parse(process.env[`HOT_CONFIG_${t.label}`] ?? '{}') as Record<string, unknown>;
       const server = await startServer(
         env,
@@ -204,14 +283,17 @@ async function main(): Promise<void> {
         {
           main: t.main,
           stdout,
-          ...(prof ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${prof}`] } : {}),
+          nodeArgs,
         },
       );
-      started.push({ label: t.label, server, tests: new Map() });
-      started[started.length - 1] = await prepare(t.label, server);
+      started.push({ label: t.label, server, tests: new Map(), peakTreeMb: 0 });
+      started[started.length - 1] = await prepare(t.label, server, database);
     }
     rows = await measureAll(started);
-    for (const t of started) console.log(`${t.label}: peak RSS ${t.server.peakRssMb()} MB`);
+    for (const t of started)
+      console.log(
+        `${t.label}: peak RSS of Node ${t.server.peakRssMb()} MB; peak PSS of Node and its children during the runs ${t.peakTreeMb} MB`,
+      );
   } finally {
     for (const t of started) await t.server.stop();
     fs.closeSync(stdout);
@@ -219,7 +301,7 @@ async function main(): Promise<void> {
   }
   console.log(
     `\nhot paths on ${ENGINE}: ${CONNECTIONS} connections, medians of ${RUNS} × ${DURATION} s, ${PATIENTS} Patients, ` +
-      `${os.cpus().length} CPUs, Node ${process.version}, config ${JSON.stringify(extra)}`,
+      `${os.cpus().length} CPUs (load average ${os.loadavg()[0]?.toFixed(1)}), Node ${process.version}, config ${JSON.stringify(extra)}`,
   );
   console.table(rows);
 }

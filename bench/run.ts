@@ -287,6 +287,28 @@ async function benchRequests(
   for (const t of tests) rows.push({ engine, ...t, ratio: (t.reqPerSec / baseline.reqPerSec).toFixed(2) });
 }
 
+/**
+ * The hot paths' ratios to the healthcheck per engine against issue 30's goals (read ≥ 0.8, search and create ≥ 0.25 on
+ * PostgreSQL), and the embedded default's peak memory (Node and PostgreSQL together) against its goal of 350 MB.
+ */
+function hotPathSummary(rows: Row[], mem: MemoryRow[]): string {
+  const goals: [string, string, number][] = [
+    ['read', 'read Patient by id', 0.8],
+    ['search', 'search Patient?family=&_count=20', 0.25],
+    ['create', 'create Patient', 0.25],
+  ];
+  const lines = [...new Set(rows.map((r) => r.engine))].map((engine) => {
+    const ratios = goals.map(([name, test, goal]) => {
+      const ratio = rows.find((r) => r.engine === engine && r.test === test)?.ratio ?? '-';
+      return `${name} ${ratio}${Number(ratio) >= goal ? '' : ` (goal ${goal})`}`;
+    });
+    const peak = mem.find((m) => m.engine === engine)?.['peak MB (PSS, with children)'];
+    const memGoal = engine === 'embedded postgres' && peak !== undefined && peak > 350 ? ' (goal 350)' : '';
+    return `  ${engine}: ${ratios.join(', ')}; peak ${peak ?? '-'} MB${memGoal}`;
+  });
+  return `Hot paths, × healthcheck of the same run (goals: read 0.8, search and create 0.25 on PostgreSQL; embedded peak 350 MB):\n${lines.join('\n')}`;
+}
+
 async function main(): Promise<void> {
   execSync('npm run build', { stdio: 'inherit' });
   const rows: Row[] = [];
@@ -374,6 +396,7 @@ async function main(): Promise<void> {
     })),
   );
   console.table(memory);
+  console.log(hotPathSummary(rows, memory));
   for (const n of notes) console.log(`- ${n}`);
   if (process.env.BENCH_VALIDATION !== '0') await benchValidation();
 }

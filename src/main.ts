@@ -74,6 +74,7 @@ async function openEmbedded(
       poolSize: config.databasePoolSize,
       // Cluster: each worker's two pools and its signal connection, beside the primary's pool.
       ...(workers > 1 ? { maxConnections: (2 * workers + 1) * config.databasePoolSize + workers + 10 } : {}),
+      settings: config.embeddedPostgresSettings,
       onError: (err) => log.error({ err: err.message }, 'embedded PostgreSQL error'),
       // PostgreSQL stopped by itself (killed, out of memory): it is started again on the same directory, its crash
       // recovery keeping committed work; requests answer 503 meanwhile.

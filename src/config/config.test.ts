@@ -21,6 +21,16 @@ describe('configuration', () => {
     expect(Object.isFrozen(c)).toBe(true);
   });
 
+  it('takes embedded PostgreSQL settings, but none of where it listens', () => {
+    expect(parseConfig({}).embeddedPostgresSettings).toEqual({});
+    expect(
+      parseConfig({ embeddedPostgresSettings: { shared_buffers: '256MB', work_mem: 8192 } })
+        .embeddedPostgresSettings,
+    ).toEqual({ shared_buffers: '256MB', work_mem: '8192' });
+    for (const bad of ['listen_addresses', 'unix_socket_permissions', 'port', 'Shared Buffers', 'a;b'])
+      expect(() => parseConfig({ embeddedPostgresSettings: { [bad]: 'x' } })).toThrow(ConfigError);
+  });
+
   it('has the documented reliability defaults, and TRUST_PROXY as a boolean or addresses', () => {
     expect(parseConfig({})).toMatchObject({
       maxHeaderSize: 16_384,

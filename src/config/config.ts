@@ -5,6 +5,17 @@ import { z } from 'zod';
 
 const url = z.url({ protocol: /^https?$/ });
 
+/** The embedded PostgreSQL's settings that embeddedPostgresSettings cannot change (a private Unix socket only). */
+const EMBEDDED_POSTGRES_FIXED = new Set([
+  'listen_addresses',
+  'unix_socket_directories',
+  'unix_socket_permissions',
+  'unix_socket_group',
+  'port',
+  'max_connections',
+  'cluster_name',
+]);
+
 const providerSchema = z
   .object({
     issuer: z.string().min(1),
@@ -106,6 +117,22 @@ export const configSchema = z
      * databaseUrl), not PGlite.
      */
     workers: z.union([z.literal('auto'), z.coerce.number().int().min(1).max(256)]).default(1),
+    /**
+     * PostgreSQL settings of the embedded PostgreSQL (e.g. `{"shared_buffers": "256MB"}` on a machine with memory
+     * to spare), over Cinder's own (embedded-postgres.ts); where and how it listens cannot be changed.
+     */
+    embeddedPostgresSettings: z
+      .record(
+        z
+          .string()
+          .regex(/^[a-z][a-z0-9_.]*$/, 'a PostgreSQL setting name')
+          .refine(
+            (k) => !EMBEDDED_POSTGRES_FIXED.has(k),
+            'set by Cinder: the server listens on its own socket only',
+          ),
+        z.union([z.string().max(1000), z.number()]).transform(String),
+      )
+      .default({}),
     /** Connections of this process's PostgreSQL pool. */
     databasePoolSize: z.coerce.number().int().min(1).max(1000).default(20),
     /** Milliseconds to wait for a PostgreSQL connection before answering 503 (the database is unreachable). */

@@ -53,6 +53,37 @@ describe('embedded PostgreSQL', () => {
       await again.db.close();
     }
   }, 120_000);
+
+  it('runs with small shared buffers and a fixed malloc threshold by default, and takes settings over them', async () => {
+    const setting = async (db: EmbeddedPostgres['db'], name: string): Promise<string> =>
+      (await db.query<{ v: string }>('SELECT current_setting($1) AS v', [name])).rows[0]?.v as string;
+    const dir = tmpDir();
+    const plain = await startEmbeddedPostgres(dir);
+    try {
+      expect(await setting(plain.db, 'shared_buffers')).toBe('32MB');
+      // The postmaster's environment (inherited by every backend) holds the malloc thresholds.
+      const pid = postmasterPid(dir) as number;
+      if (fs.existsSync(`/proc/${pid}/environ`)) {
+        const env = fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+        expect(env).toContain('MALLOC_MMAP_THRESHOLD_=131072');
+        expect(env).toContain('MALLOC_TRIM_THRESHOLD_=131072');
+      }
+    } finally {
+      await plain.db.close();
+    }
+    // Settings passed in win over Cinder's defaults, but never over where the server listens.
+    const tuned = await startEmbeddedPostgres(dir, {
+      settings: { shared_buffers: '48MB', work_mem: '8MB', listen_addresses: '*', port: '5999' },
+    });
+    try {
+      expect(await setting(tuned.db, 'shared_buffers')).toBe('48MB');
+      expect(await setting(tuned.db, 'work_mem')).toBe('8MB');
+      expect(await setting(tuned.db, 'listen_addresses')).toBe('');
+      expect(await setting(tuned.db, 'port')).toBe('5432');
+    } finally {
+      await tuned.db.close();
+    }
+  }, 120_000);
 });
 
 /** The pid in PostgreSQL's `postmaster.pid` of dir (the postmaster's), or undefined when there is none. */
