@@ -51,3 +51,34 @@ export async function openTestPostgres(
     },
   };
 }
+
+export interface BareDatabase {
+  name: 'pglite' | 'postgres';
+  /** An empty database, not migrated (a migration test migrates it up to where it needs); `drop()` removes it. */
+  open(): Promise<{ db: Db; drop(): Promise<void> }>;
+}
+
+/** Unmigrated databases for migration tests: PGlite always, PostgreSQL (a schema of its own) with TEST_DATABASE_URL. */
+export function bareDatabases(poolSize = 2): BareDatabase[] {
+  const list: BareDatabase[] = [
+    { name: 'pglite', open: async () => ({ db: await openPglite(null), drop: async () => undefined }) },
+  ];
+  const url = process.env.TEST_DATABASE_URL;
+  if (url)
+    list.push({
+      name: 'postgres',
+      open: async () => {
+        const schema = `t_${randomBytes(6).toString('hex')}`;
+        const admin = await openPostgres(url, { max: 1 });
+        await admin.exec(`CREATE SCHEMA ${schema}`);
+        return {
+          db: await openPostgres(url, { schema, max: poolSize }),
+          drop: async () => {
+            await admin.exec(`DROP SCHEMA ${schema} CASCADE`);
+            await admin.close();
+          },
+        };
+      },
+    });
+  return list;
+}

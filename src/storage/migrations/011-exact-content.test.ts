@@ -1,32 +1,10 @@
 // Migration 011 on a database written by earlier versions: jsonb content becomes json with the same values, the
 // expression indexes of migration 003 still answer, and new writes keep exponents that jsonb rewrote.
-import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Db } from '../db.js';
 import { migrate, MIGRATIONS } from '../migrate.js';
-import { openPglite } from '../pglite.js';
-import { openPostgres } from '../postgres.js';
+import { bareDatabases } from '../../../test/support/db.js';
 
-const databases: { name: string; open(): Promise<{ db: Db; drop(): Promise<void> }> }[] = [
-  { name: 'pglite', open: async () => ({ db: await openPglite(null), drop: async () => undefined }) },
-];
-const url = process.env.TEST_DATABASE_URL;
-if (url)
-  databases.push({
-    name: 'postgres',
-    open: async () => {
-      const schema = `t_m011_${randomBytes(4).toString('hex')}`;
-      const admin = await openPostgres(url, { max: 1 });
-      await admin.exec(`CREATE SCHEMA ${schema}`);
-      return {
-        db: await openPostgres(url, { schema, max: 2 }),
-        drop: async () => {
-          await admin.exec(`DROP SCHEMA ${schema} CASCADE`);
-          await admin.close();
-        },
-      };
-    },
-  });
+const databases = bareDatabases(2);
 
 describe.each(databases)('migration 011 on $name', (database) => {
   let cleanup: (() => Promise<void>) | undefined;

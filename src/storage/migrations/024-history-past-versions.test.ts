@@ -2,12 +2,9 @@
 // current one included: afterwards the history holds only past versions, and every history answer, vread and count
 // is the one the old layout gave (the old history query, run on the old rows, is the reference). New writes then keep
 // the history gap-free, concurrent ones included.
-import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Db } from '../db.js';
 import { migrate, MIGRATIONS } from '../migrate.js';
-import { openPglite } from '../pglite.js';
-import { openPostgres } from '../postgres.js';
 import { systemContext } from '../../fhir/repository/context.js';
 import { history } from '../../fhir/repository/history.js';
 import { vreadResource } from '../../fhir/repository/read.js';
@@ -16,27 +13,9 @@ import { deleteResource } from '../../fhir/repository/delete.js';
 import { FhirError } from '../../fhir/outcome.js';
 import type { RawJson } from '../../fhir/result.js';
 import type { Resource } from '../../fhir/types.js';
+import { bareDatabases } from '../../../test/support/db.js';
 
-const databases: { name: string; open(): Promise<{ db: Db; drop(): Promise<void> }> }[] = [
-  { name: 'pglite', open: async () => ({ db: await openPglite(null), drop: async () => undefined }) },
-];
-const url = process.env.TEST_DATABASE_URL;
-if (url)
-  databases.push({
-    name: 'postgres',
-    open: async () => {
-      const schema = `t_m024_${randomBytes(4).toString('hex')}`;
-      const admin = await openPostgres(url, { max: 1 });
-      await admin.exec(`CREATE SCHEMA ${schema}`);
-      return {
-        db: await openPostgres(url, { schema, max: 6 }),
-        drop: async () => {
-          await admin.exec(`DROP SCHEMA ${schema} CASCADE`);
-          await admin.close();
-        },
-      };
-    },
-  });
+const databases = bareDatabases(6);
 
 const PROJECT = 'project-a';
 const ctx = systemContext(PROJECT, {

@@ -2,12 +2,9 @@
 // and composite token rows that still hold text, give the same answers after it as rows written from then on; the
 // `:text` index leaves composite rows out; references that name no resource here (more than one slash) stay unmatched
 // by `_include` and `_has`.
-import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Db, Queryable } from '../db.js';
+import type { Queryable } from '../db.js';
 import { migrate, MIGRATIONS } from '../migrate.js';
-import { openPglite } from '../pglite.js';
-import { openPostgres } from '../postgres.js';
 import { executeSearch } from '../../fhir/search/execute.js';
 import { writeIndex } from '../../fhir/search/index-writer.js';
 import { parseSearchRequest } from '../../fhir/search/parse.js';
@@ -15,27 +12,9 @@ import type { Resource } from '../../fhir/types.js';
 import { narrowerOf } from '../../fhir/search/reference-pairs.js';
 import { resourceTypes } from '../../fhir/search/registry.js';
 import * as m025 from './025-narrow-index-rows.js';
+import { bareDatabases } from '../../../test/support/db.js';
 
-const databases: { name: string; open(): Promise<{ db: Db; drop(): Promise<void> }> }[] = [
-  { name: 'pglite', open: async () => ({ db: await openPglite(null), drop: async () => undefined }) },
-];
-const url = process.env.TEST_DATABASE_URL;
-if (url)
-  databases.push({
-    name: 'postgres',
-    open: async () => {
-      const schema = `t_m025_${randomBytes(4).toString('hex')}`;
-      const admin = await openPostgres(url, { max: 1 });
-      await admin.exec(`CREATE SCHEMA ${schema}`);
-      return {
-        db: await openPostgres(url, { schema, max: 2 }),
-        drop: async () => {
-          await admin.exec(`DROP SCHEMA ${schema} CASCADE`);
-          await admin.close();
-        },
-      };
-    },
-  });
+const databases = bareDatabases(2);
 
 const PROJECT = 'p025';
 const scope = { projectId: PROJECT };
