@@ -25,7 +25,7 @@ import path from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { parseSearchRequest } from '../src/fhir/search/parse.js';
-import { searchSql } from '../src/fhir/search/sql.js';
+import { searchSql, sortWalkSql } from '../src/fhir/search/sql.js';
 import { families, makePatient } from './patients.js';
 import { login, startServer, batch, quantityObservation, type QuantityCode } from './server.js';
 import { storageReport } from './storage-size.js';
@@ -162,6 +162,14 @@ function tests(base: string, token: string, ids: string[], obsIds: string[]): Ma
       get(() => `Observation?code=http://loinc.org|${pick(CODES)[0]}&_count=20`),
     ],
     [
+      'Observation?_sort=-date&_count=20',
+      get(() => `Observation?_sort=-date&_count=20`),
+    ],
+    [
+      'Observation?code=&_sort=-date&_count=20',
+      get(() => `Observation?code=http://loinc.org|${pick(CODES)[0]}&_sort=-date&_count=20`),
+    ],
+    [
       'create Patient',
       {
         url: base,
@@ -249,6 +257,16 @@ async function dbTimes(url: string, ids: string[]): Promise<Record<string, strin
           _count: '20',
         }),
       ],
+      ['Observation?_sort=-date&_count=20', 'Observation', () => ({ _sort: '-date', _count: '20' })],
+      [
+        'Observation?code=&_sort=-date&_count=20',
+        'Observation',
+        (k) => ({
+          code: `http://loinc.org|${(CODES[k % CODES.length] as (typeof CODES)[number])[0]}`,
+          _sort: '-date',
+          _count: '20',
+        }),
+      ],
     ];
     const out: Record<string, string> = {};
     for (const [name, type, query] of forms) {
@@ -258,7 +276,9 @@ async function dbTimes(url: string, ids: string[]): Promise<Record<string, strin
       const reads: number[] = [];
       const io: number[] = [];
       for (let k = 0; k < 15; k++) {
-        const q = searchSql(parseSearchRequest(type, query(k)), { projectId: project });
+        // A one-key sort walks its parameter's index (sortWalkSql, as execute.ts runs it): its first segment.
+        const req = parseSearchRequest(type, query(k));
+        const q = sortWalkSql(req, { projectId: project })?.[0] ?? searchSql(req, { projectId: project });
         const r = await client.query<{ 'QUERY PLAN': ExplainJson[] }>(
           `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${q.text}`,
           q.values as unknown[],
