@@ -258,10 +258,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     counters: deps.counters ?? createMemoryCache({ max: 10_000 }),
     limits: config.rateLimit,
   });
-  healthRoutes(app, { db, cache: deps.cache });
+  healthRoutes(app, { db, cache: deps.cache, ...(deps.reads ? { replicas: deps.reads } : {}) });
   if (metrics && observed && config.metricsToken) {
     metrics.watchPool('request', observed);
     metrics.watchQueues(db);
+    const reads = deps.reads;
+    if (reads?.enabled) metrics.watchReplicas(() => reads.status());
     metricsRoutes(app, {
       token: config.metricsToken,
       scrape:

@@ -1,11 +1,13 @@
 // The metrics of one server process in Prometheus's text format (https://prometheus.io/docs/instrumenting/exposition_formats/),
 // kept with prom-client in a registry of their own (never the library's global one: tests build many apps in one
-// process). Every label takes its values from a small fixed set (route patterns, methods, status codes, job kinds):
-// never an id, a project, a URL or a query string. Figures that live in the database (job queue, subscription
-// outbox) are read when scraped, by one cheap query each, and kept QUEUE_CACHE_MS.
+// process). Every label takes its values from a small fixed set (route patterns, methods, status codes, job kinds,
+// the names of the configured read replicas): never an id, a project, a URL or a query string. Figures that live in
+// the database (job queue, subscription outbox) are read when scraped, by one cheap query each, and kept
+// QUEUE_CACHE_MS.
 import client from 'prom-client';
 import type { Queryable } from '../storage/db.js';
 import type { DbObserver, DbOperation, ObservedDb } from '../storage/observed-db.js';
+import type { ReplicaStatus } from '../storage/replicas.js';
 
 /** Seconds: from a cache hit (about 1 ms) to the statement timeout (25 s). */
 const HTTP_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -27,6 +29,11 @@ export interface Metrics {
   watchPool(pool: string, db: Pick<ObservedDb, 'stats'>): void;
   /** Read the job queue and the subscription outbox from this database at scrape time. */
   watchQueues(db: Queryable): void;
+  /**
+   * Report each read replica's state as last probed (up, in use, replay lag, WAL bytes behind), labelled by its name
+   * (`host:port/database`, never its URL).
+   */
+  watchReplicas(status: () => readonly ReplicaStatus[]): void;
   /** Report the AuditEvents buffered in memory, not yet stored, at each scrape. */
   watchAuditBacklog(buffered: () => number): void;
   /** What an export job's step wrote: resources of a bulk export, rows of a view export. */
@@ -200,6 +207,62 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     (g, f) => g.set(f.pending?.age ?? 0),
   );
 
+  // Read replicas: each process probes them itself; a cluster's aggregate shows the worst worker's view.
+  let replicaStatus: (() => readonly ReplicaStatus[]) | undefined;
+  const replicaGauge = (
+    name: string,
+    help: string,
+    aggregator: 'min' | 'max',
+    value: (r: ReplicaStatus) => number | undefined,
+  ): void => {
+    new client.Gauge({
+      name,
+      help,
+      labelNames: ['replica'] as const,
+      aggregator,
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const r of replicaStatus?.() ?? []) {
+          const v = value(r);
+          if (v !== undefined) this.set({ replica: r.name }, v);
+        }
+      },
+    });
+  };
+  const answered = (r: ReplicaStatus): boolean => r.state === 'ok' || r.state === 'lagging';
+  replicaGauge(
+    'cinder_db_replica_up',
+    'Whether the read replica answered its last probe as a streaming standby (1) or not (0: down, not a standby, not yet probed).',
+    'min',
+    (r) => (answered(r) ? 1 : 0),
+  );
+  replicaGauge(
+    'cinder_db_replica_in_use',
+    'Whether reads are currently sent to the read replica (1: healthy and within databaseReadMaxLagMs).',
+    'min',
+    (r) => (r.state === 'ok' ? 1 : 0),
+  );
+  replicaGauge(
+    'cinder_db_replica_lag_seconds',
+    'Replay lag of the read replica at its last probe (an upper bound; +Inf: lagging by more than can be told). Absent while it is not up.',
+    'max',
+    (r) =>
+      !answered(r)
+        ? undefined
+        : r.lagMs !== undefined
+          ? r.lagMs / 1000
+          : r.state === 'lagging'
+            ? Infinity
+            : undefined,
+  );
+  replicaGauge(
+    'cinder_db_replica_behind_bytes',
+    'WAL bytes the read replica had not replayed of what the primary had written, at its last probe. Absent while it is not up.',
+    'max',
+    (r) => (answered(r) ? r.behindBytes : undefined),
+  );
+
   const auditBacklogs: (() => number)[] = [];
   new client.Gauge({
     name: 'cinder_audit_buffered_events',
@@ -231,6 +294,9 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     watchQueues: (db) => {
       queueDb = db;
       cached = undefined;
+    },
+    watchReplicas: (status) => {
+      replicaStatus = status;
     },
     watchAuditBacklog: (buffered) => void auditBacklogs.push(buffered),
     jobWrote: (kind, count) => {

@@ -24,6 +24,8 @@ export interface ReplicaStatus {
   state: ReplicaState;
   /** Upper bound of the replay lag at the last probe, milliseconds. */
   lagMs?: number;
+  /** WAL bytes the replica had not replayed of what the primary had written at the last probe (0: none). */
+  behindBytes?: number;
   /** Replay position at the last probe (`X/Y`). */
   replayLsn?: string;
   /** Why it is skipped (state down or not-standby). */
@@ -56,6 +58,8 @@ export interface ReadRouter {
 
 export interface ReplicaDbs {
   name: string;
+  /** Removes the replica's password from a text (an error message) before it is logged; openReplicas sets it. */
+  redact?: (text: string) => string;
   /** The pool the reads use. */
   db: Db;
   /** A pool of one connection for the probes, with short timeouts (a hung replica fails its probe quickly). */
@@ -107,6 +111,7 @@ interface Replica extends ReplicaDbs {
   state: ReplicaState;
   replay: bigint;
   lagMs?: number;
+  behind?: bigint;
   reason?: string;
 }
 
@@ -145,7 +150,13 @@ export function createReadRouter(opts: ReadRouterOptions): ReadRouter {
   let timer: NodeJS.Timeout | undefined;
   let closed = false;
 
-  const setState = (r: Replica, state: ReplicaState, reason?: string): void => {
+  const setState = (r: Replica, state: ReplicaState, why?: string): void => {
+    // Reasons are error messages, which could quote a connection string: never log or keep a password.
+    const reason = why === undefined ? undefined : redactCredentials(r.redact ? r.redact(why) : why);
+    if (state === 'down' || state === 'not-standby') {
+      r.lagMs = undefined;
+      r.behind = undefined;
+    }
     if (r.state !== state) {
       const fields = { replica: r.name, from: r.state, to: state, ...(reason ? { reason } : {}) };
       if (state === 'ok') opts.log?.info?.(fields, 'read replica in use');
@@ -172,6 +183,7 @@ export function createReadRouter(opts: ReadRouterOptions): ReadRouter {
         return;
       }
       r.replay = parseLsn(row.replay);
+      r.behind = primaryAt === undefined ? undefined : primaryAt > r.replay ? primaryAt - r.replay : 0n;
       // Lag: 0 when it has replayed what the primary had at this probe; else the smaller of two upper bounds — the age
       // of the last transaction it replayed, and the age of the newest probe of the primary it has passed.
       let lag = 0;
@@ -297,6 +309,7 @@ export function createReadRouter(opts: ReadRouterOptions): ReadRouter {
         name: r.name,
         state: r.state,
         ...(r.lagMs !== undefined ? { lagMs: r.lagMs } : {}),
+        ...(r.behind !== undefined ? { behindBytes: Number(r.behind) } : {}),
         ...(r.replay > 0n ? { replayLsn: formatLsn(r.replay) } : {}),
         ...(r.reason ? { reason: r.reason } : {}),
       })),
@@ -313,7 +326,7 @@ export function createReadRouter(opts: ReadRouterOptions): ReadRouter {
   };
 }
 
-/** `host:port/database` of a PostgreSQL URL, for logs and status (never the password). */
+/** `host:port/database` of a PostgreSQL URL, for logs, metrics labels and status (never the password). */
 export function replicaName(url: string): string {
   try {
     const u = new URL(url);
@@ -321,6 +334,62 @@ export function replicaName(url: string): string {
   } catch {
     return 'replica';
   }
+}
+
+/** The names of several replicas, made distinct (`#2`, `#3` after a repeated one): they label metrics and pools. */
+export function replicaNames(urls: readonly string[]): string[] {
+  const seen = new Map<string, number>();
+  return urls.map((url) => {
+    const base = replicaName(url);
+    const n = (seen.get(base) ?? 0) + 1;
+    seen.set(base, n);
+    return n === 1 ? base : `${base}#${n}`;
+  });
+}
+
+// The password runs to the last `@` before a space: a password may hold an unencoded `@`, and more hidden is no harm.
+const CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/[^\s:/@]*:)[^\s]*@/gi;
+
+/** A text with the password of any `scheme://user:password@` in it replaced by `***`. */
+export function redactCredentials(text: string): string {
+  return text.replace(CREDENTIALS, '$1***@');
+}
+
+/** The password of a connection URL as written in it, as the URL parser reads it, and percent-decoded. */
+function passwordsOf(url: string): string[] {
+  const found: string[] = [];
+  try {
+    const password = new URL(url).password;
+    if (password) found.push(password);
+  } catch {
+    // Not a URL the parser takes: the text up to the `@` is what a message could quote.
+    const m = /^[a-z][a-z0-9+.-]*:\/\/[^\s:/@]*:([^\s/]*)@/i.exec(url);
+    if (m?.[1]) found.push(m[1]);
+  }
+  for (const p of [...found]) {
+    try {
+      found.push(decodeURIComponent(p));
+    } catch {
+      // Not valid percent-encoding: the raw form is all a message can hold.
+    }
+  }
+  return found;
+}
+
+/**
+ * A function that removes the passwords of these connection URLs from a text (an error message about a database,
+ * which is logged), wherever they appear, and the password of any URL quoted whole.
+ */
+export function passwordRedactor(urls: readonly (string | undefined)[]): (text: string) => string {
+  // Longest first, so that a password containing another is replaced whole.
+  const secrets = [...new Set(urls.flatMap((u) => (u ? passwordsOf(u) : [])))]
+    .filter((x) => x.length > 0)
+    .sort((a, b) => b.length - a.length);
+  return (text) => {
+    let out = text;
+    for (const secret of secrets) out = out.split(secret).join('***');
+    return redactCredentials(out);
+  };
 }
 
 export interface OpenReplicasOptions {
@@ -339,24 +408,39 @@ export interface OpenReplicasOptions {
  * stopped answering mid-query, the statement timeout plus 2 s before it goes to the primary; a probe at most 2 s.
  */
 export async function openReplicas(urls: readonly string[], o: OpenReplicasOptions): Promise<ReplicaDbs[]> {
-  const common = { ...(o.schema ? { schema: o.schema } : {}), ...(o.onError ? { onError: o.onError } : {}) };
+  const names = replicaNames(urls);
   return Promise.all(
-    urls.map(async (url) => ({
-      name: replicaName(url),
-      db: await openPostgres(url, {
-        ...common,
-        max: o.max,
-        connectTimeoutMs: o.connectTimeoutMs,
-        ...(o.statementTimeoutMs > 0 ? { statementTimeoutMs: o.statementTimeoutMs } : {}),
-        queryTimeoutMs: (o.statementTimeoutMs > 0 ? o.statementTimeoutMs : 60_000) + 2000,
-      }),
-      probe: await openPostgres(url, {
-        ...common,
-        max: 1,
-        connectTimeoutMs: Math.min(o.connectTimeoutMs, 2000),
-        statementTimeoutMs: 2000,
-        queryTimeoutMs: 2000,
-      }),
-    })),
+    urls.map(async (url, i) => {
+      const redact = passwordRedactor([url]);
+      const onError = o.onError;
+      // The pool's idle-client errors are logged by the caller: their messages lose the password first.
+      const common = {
+        ...(o.schema ? { schema: o.schema } : {}),
+        ...(onError
+          ? {
+              onError: (err: Error) =>
+                onError(Object.assign(new Error(redact(err.message)), { name: err.name })),
+            }
+          : {}),
+      };
+      return {
+        name: names[i] as string,
+        redact,
+        db: await openPostgres(url, {
+          ...common,
+          max: o.max,
+          connectTimeoutMs: o.connectTimeoutMs,
+          ...(o.statementTimeoutMs > 0 ? { statementTimeoutMs: o.statementTimeoutMs } : {}),
+          queryTimeoutMs: (o.statementTimeoutMs > 0 ? o.statementTimeoutMs : 60_000) + 2000,
+        }),
+        probe: await openPostgres(url, {
+          ...common,
+          max: 1,
+          connectTimeoutMs: Math.min(o.connectTimeoutMs, 2000),
+          statementTimeoutMs: 2000,
+          queryTimeoutMs: 2000,
+        }),
+      };
+    }),
   );
 }

@@ -6,6 +6,8 @@
 // time, yielding the event loop between groups (issue 25 point 7: a million rows never sit in memory at once).
 // The rows of a page are computed in the FHIRPath worker pool in batches of bounded size (views/batches.ts), and a
 // view may write at most `maxCells` cells (config viewExportMaxCells): beyond it the job fails, too-costly, naming it.
+// With read replicas the pages are read as a bulk export's are: from a replica that has replayed the primary's WAL
+// position recorded when the job started (after its kick-off committed), so the rows hold every write before it.
 import { createInterface } from 'node:readline';
 import { createFhirpathPool, type FhirpathPool } from '../../fhir/csv/fhirpath-pool.js';
 import { FhirError } from '../../fhir/outcome.js';
@@ -40,6 +42,8 @@ interface ViewExportState {
   after: number;
   files: ViewFile[];
   total: number;
+  /** The primary's WAL position at the start (only with read replicas; absent: every page from the primary). */
+  lsn?: string;
 }
 
 export interface ViewExportKindOptions {
@@ -131,7 +135,8 @@ export function viewExportKind(opts: ViewExportKindOptions = {}): JobKind<ViewEx
   return {
     async start(env, job) {
       await env.files.deleteDir(exportDirKey(job.id));
-      return { vi: 0, after: 0, files: [], total: 0 };
+      const lsn = env.reads?.enabled ? await env.reads.primaryLsn() : undefined;
+      return { vi: 0, after: 0, files: [], total: 0, ...(lsn ? { lsn } : {}) };
     },
     async resume(env, job, s) {
       const p = paramsOf(job);
@@ -143,13 +148,14 @@ export function viewExportKind(opts: ViewExportKindOptions = {}): JobKind<ViewEx
       const until = Date.now() + stepMs;
       const columnsOf = new Map<number, ViewColumnInfo[]>();
       const sizer = batchSizer(pageSize);
+      const db = env.reads && s.lsn ? env.reads.reader({ after: s.lsn }) : env.db;
       for (let pages = 0; s.vi < p.views.length && pages < pagesPerStep && Date.now() < until; pages++) {
         const v = p.views[s.vi] as ViewExportParams['views'][number];
         let columns = columnsOf.get(s.vi);
         if (!columns) columnsOf.set(s.vi, (columns = await fhirpath().checkView(v.view)));
         let f = s.files[s.vi];
         if (!f) s.files.push((f = { name: v.name, type: v.type, size: 0, count: 0 }));
-        const found = await storedPage(env.db, p.data, v.type, s.after, pageSize);
+        const found = await storedPage(db, p.data, v.type, s.after, pageSize);
         const jsons = found.map((r) => r.json);
         const workKey = exportFileKey(job.id, workFile(p, f));
         if (f.size === 0 && p.format === 'csv' && p.header)
