@@ -83,6 +83,7 @@ describe('read replica configuration', () => {
       'postgres://reader:pl%40in%2Fpw@r1.internal:5433/cinder',
       'postgres://u:p@ss@r2/cinder',
       'postgres://u:n0tAp0rt@r3:99999/cinder',
+      'postgres://u:sl/ash@r5/cinder',
       undefined,
       'postgres://nopassword@r4/cinder',
     ]);
@@ -92,11 +93,11 @@ describe('read replica configuration', () => {
       'also pl%40in%2Fpw',
       'Invalid URL postgres://u:p@ss@r2/cinder',
       'bad port in postgres://u:n0tAp0rt@r3:99999/cinder',
-      'and p@ss alone',
+      'and p@ss alone, and sl/ash',
       'another server postgres://admin:hunter2@db.internal/x',
     ].join('\n');
     const out = redact(text);
-    for (const secret of ['pl%40in%2Fpw', 'pl@in/pw', 'p@ss', 'n0tAp0rt', 'hunter2'])
+    for (const secret of ['pl%40in%2Fpw', 'pl@in/pw', 'p@ss', 'n0tAp0rt', 'sl/ash', 'hunter2'])
       expect(out, secret).not.toContain(secret);
     // What is not secret stays, so that the message still says what failed.
     expect(out).toContain('postgres://reader:***@r1.internal:5433/cinder failed');

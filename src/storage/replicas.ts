@@ -11,6 +11,8 @@
 //   login, and a replica serves the login again only once its probed replay position has passed it. The positions
 //   are kept per process and, with a shared cache (Redis), shared by every instance.
 // - Writes, transactions, sessions (advisory locks, LISTEN) and scripts always go to the primary.
+// - `status()` is what operators see (metrics.ts gauges, the healthcheck's counts); the reasons it keeps and logs
+//   have the replica URL's password removed (passwordRedactor).
 import { LRUCache } from 'lru-cache';
 import type { Cache } from './cache/cache.js';
 import { DbUnavailableError, sqlState, type Db, type QueryOptions, type QueryResult } from './db.js';
@@ -28,7 +30,7 @@ export interface ReplicaStatus {
   behindBytes?: number;
   /** Replay position at the last probe (`X/Y`). */
   replayLsn?: string;
-  /** Why it is skipped (state down or not-standby). */
+  /** Why it is skipped (state down or not-standby): an error message, without the replica URL's password. */
   reason?: string;
 }
 
@@ -358,13 +360,14 @@ export function redactCredentials(text: string): string {
 /** The password of a connection URL as written in it, as the URL parser reads it, and percent-decoded. */
 function passwordsOf(url: string): string[] {
   const found: string[] = [];
+  // As written, up to the last `@`: a password may hold an unencoded `@` or `/` (then only this form is found).
+  const written = /^[a-z][a-z0-9+.-]*:\/\/[^\s:/@]*:(\S*)@/i.exec(url)?.[1];
+  if (written) found.push(written);
   try {
     const password = new URL(url).password;
     if (password) found.push(password);
   } catch {
-    // Not a URL the parser takes: the text up to the `@` is what a message could quote.
-    const m = /^[a-z][a-z0-9+.-]*:\/\/[^\s:/@]*:([^\s/]*)@/i.exec(url);
-    if (m?.[1]) found.push(m[1]);
+    // Not a URL the parser takes: the written form is what a message could quote.
   }
   for (const p of [...found]) {
     try {
