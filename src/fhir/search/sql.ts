@@ -7,6 +7,7 @@ import { normaliseString, uriAncestors, uriBelow } from './normalise.js';
 import { fullTextCondition, isFullTextFilter } from './full-text.js';
 import { patientCondition, referencedBy } from './patient-reach.js';
 import { narrowerOf, withNarrower } from './reference-pairs.js';
+import { absentIdOf, absentRidsSql, otherTokenRanges } from './missing.js';
 import type {
   FilterExpr,
   FilterValue,
@@ -410,20 +411,37 @@ function filterCondition(
     );
     return `${a}.rid IN (${alts.join(' UNION ALL ')})`;
   }
+  const ofParam = (y: string): string =>
+    `${typeIs(b, `${y}.resource_type`, resourceType)} AND ${codeIs(b, y, table, resourceType, f.code)}`;
+  // A probe of the rows of the parameter of resource `r` (of the value index (type, code, ...) when its rows are
+  // few: `:missing=false` on a parameter nobody has is an empty index range, whatever the table's size).
+  const anyRow = (r: string): string => {
+    const y = b.alias('x');
+    return `EXISTS (SELECT 1 FROM ${table} ${y} WHERE ${y}.rid = ${r}.rid AND ${ofParam(y)})`;
+  };
+  // The resources without a value, from sp_missing (migration 028), for built-in parameters of one type outside
+  // `_filter`'s or/not (where an IN would be hashed whole): see missing.ts.
+  const absentId =
+    !correlated && typeof resourceType === 'string' ? absentIdOf(resourceType, f.code) : undefined;
+  const absent = (id: number): string =>
+    absentRidsSql(resourceType as string, id, (r) => `NOT ${anyRow(r)}`, (v) => b.p(v));
   if (f.missing !== undefined) {
-    // With the type, the value index (type, code, ...) can answer the rows of the parameter on its own: `:missing=false`
-    // is then planned from them when they are few (none: an empty index range, whatever the table's size), and
-    // `:missing=true` may be a hash anti-join over an index-only scan rather than a probe per resource.
-    const any =
-      `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ` +
-      `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${codeIs(b, x, table, resourceType, f.code)})`;
-    return f.missing ? `NOT ${any}` : any;
+    if (!f.missing) return anyRow(a);
+    return absentId === undefined ? `NOT ${anyRow(a)}` : `${a}.rid IN (${absent(absentId)})`;
   }
-  const test = `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${codeIs(b, x, table, resourceType, f.code)} AND ${or(
-    f.values.map((v) => valueCondition(f, v, x, b)),
-  )}`;
-  if (f.modifier === 'not' || f.modifier === 'not-in')
-    return `NOT EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${test})`;
+  const test = `${ofParam(x)} AND ${or(f.values.map((v) => valueCondition(f, v, x, b)))}`;
+  if (f.modifier === 'not' || f.modifier === 'not-in') {
+    const none = `NOT EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${test})`;
+    const ranges =
+      absentId !== undefined && f.modifier === 'not' && table === 'sp_token'
+        ? otherTokenRanges(f.values, 'xo', (v) => b.p(v))
+        : undefined;
+    if (!ranges || absentId === undefined) return none;
+    // The candidates (resources with another value, by index ranges around the value, or with none), then the
+    // value's own rows ruled out per candidate: a multi-valued resource may have both.
+    const others = ranges.map((r) => `SELECT xo.rid FROM ${table} xo WHERE ${ofParam('xo')} AND ${r}`);
+    return `${a}.rid IN (${[...others, absent(absentId)].join(' UNION ALL ')}) AND ${none}`;
+  }
   if (correlated) return `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${test})`;
   return `${a}.rid IN (SELECT ${x}.rid FROM ${table} ${x} WHERE ${test})`;
 }
