@@ -33,27 +33,6 @@ export function absentIdsOf(resourceType: string, present: ReadonlySet<string>):
 }
 
 /**
- * A SELECT of the rids of the resources of `resourceType` that have no value of the parameter `id`: the rows of
- * sp_missing naming it, and, while the index backfill of migration 028 has not reached them, the resources stored
- * before it that it has not written yet (rid in (checkpoint, upto]) tested the old way, `noRow(alias)` (no index row
- * of the parameter). Once the backfill is done that range is empty (its bounds are NULL) and costs nothing.
- */
-export function absentRidsSql(
-  resourceType: string,
-  id: number,
-  noRow: (alias: string) => string,
-  bind: (v: unknown) => string,
-): string {
-  const backfill = (col: string): string =>
-    `(SELECT bf.${col} FROM index_backfills bf WHERE bf.table_name = ${bind(MISSING_TABLE)} AND bf.state <> 'done')`;
-  return (
-    `SELECT ms.rid FROM ${MISSING_TABLE} ms WHERE ms.absent @> ${bind([id])}::smallint[] ` +
-    `UNION ALL SELECT mu.rid FROM resources mu WHERE mu.resource_type = ${bind(resourceType)} ` +
-    `AND mu.rid > ${backfill('checkpoint')} AND mu.rid <= ${backfill('upto')} AND ${noRow('mu')}`
-  );
-}
-
-/**
  * Conditions on a token index row `x` whose union is every row that does NOT match any of `values` (the rows of
  * another value): index ranges around each matched code (`value < c`, between codes, `value > c`, `value IS NULL`),
  * and for a code matched only within some systems, the ranges around those systems. Undefined when a value has no
@@ -88,18 +67,25 @@ export function otherTokenRanges(
 }
 
 /**
- * Ranges of `col` whose union is every value but the points: below the least, above the greatest, and between them
- * the others. The least and greatest are taken by PostgreSQL (min/max in the column's collation), so the ranges
- * follow the index's order whatever the collation.
+ * Conditions on `col` whose union is every value but the points, each an index range with literal bounds (so the
+ * planner estimates each from the statistics): below the first, between neighbours, above the last. The points are
+ * sorted here, and every range also requires PostgreSQL to agree on that order in the column's collation (constant
+ * comparisons, folded when the statement is planned); where it does not, one filtered scan of the parameter's rows
+ * stands in for them.
  */
 function around(col: string, points: readonly string[], bind: (v: unknown) => string): string[] {
   if (points.length === 0) return [];
-  if (points.length === 1) {
-    const p = bind(points[0]);
-    return [`${col} < ${p}`, `${col} > ${p}`];
-  }
-  const all = `${bind(points)}::text[]`;
-  const lo = `(SELECT min(u) FROM unnest(${all}) u)`;
-  const hi = `(SELECT max(u) FROM unnest(${all}) u)`;
-  return [`${col} < ${lo}`, `${col} > ${hi}`, `${col} > ${lo} AND ${col} < ${hi} AND ${col} <> ALL(${all})`];
+  const p = [...points].sort().map((v) => bind(v));
+  if (p.length === 1) return [`${col} < ${p[0]}`, `${col} > ${p[0]}`];
+  const sorted = p
+    .slice(1)
+    .map((v, i) => `${p[i]}::text < ${v}::text`)
+    .join(' AND ');
+  const out = [`${col} < ${p[0]}`];
+  for (let i = 1; i < p.length; i++) out.push(`${col} > ${p[i - 1]} AND ${col} < ${p[i]}`);
+  out.push(`${col} > ${p[p.length - 1]}`);
+  return [
+    ...out.map((c) => `${c} AND (${sorted})`),
+    `${col} <> ALL(ARRAY[${p.join(', ')}]::text[]) AND NOT (${sorted})`,
+  ];
 }

@@ -5,6 +5,8 @@
 // for operators reading the table by hand. The index writer writes the rows in the statement of the other index rows;
 // on a database that already holds resources, the index backfill of migration 023 fills it for them in the background,
 // and until it is done searches read the resources it has not reached yet the old way (search/missing.ts).
+// `sp_token_code_value`: the planner's statistics of (type, code, value) together, without which it estimates
+// `status < 'final'` from every token's values (most codes sort before 'final') and walks every resource for `:not`.
 import { paramIds } from './028-param-codes.js';
 
 export const version = 28;
@@ -27,6 +29,7 @@ CREATE TABLE sp_missing (
 );
 CREATE INDEX sp_missing_rid ON sp_missing (rid);
 CREATE INDEX sp_missing_absent ON sp_missing USING gin (absent);
+CREATE STATISTICS sp_token_code_value (mcv) ON resource_type, code, value FROM sp_token;
 INSERT INTO index_backfills (table_name, resource_type, upto)
 SELECT 'sp_missing', NULL, max(rid) FROM resources HAVING max(rid) IS NOT NULL;
 `;

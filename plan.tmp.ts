@@ -1,0 +1,10 @@
+import { openPostgres } from './src/storage/postgres.js';
+import { searchSql } from './src/fhir/search/sql.js';
+import { parseSearchRequest } from './src/fhir/search/parse.js';
+const [,, dbname, type, qs, project] = process.argv;
+const db = await openPostgres(`postgres://postgres@127.0.0.1:5432/${dbname}`, { max: 1 });
+const q = searchSql(parseSearchRequest(type!, Object.fromEntries(new URLSearchParams(qs))), { projectId: project ?? 'bench' });
+console.log(q.text);
+const r = await db.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) ${q.text}`, q.values);
+console.log(r.rows.map((x) => x['QUERY PLAN']).join('\n'));
+await db.close();
