@@ -141,6 +141,7 @@ const QUERIES: [string, Record<string, string>][] = [
   ['Observation', { 'subject:missing': 'true', _total: 'accurate', _count: '10' }],
   ['Observation', { 'status:not': 'final', _summary: 'count' }],
   ['Observation', { subject: 'Patient/p1234', 'value-string:missing': 'true', _count: '10' }],
+  ['Observation', { subject: 'Patient/p1234', 'status:not': 'amended', _count: '10' }],
   ['Patient', { 'birthdate:missing': 'true', _count: '10' }],
   ['Observation', { _summary: 'count' }],
   ['Observation', { _total: 'estimate', _count: '1' }],

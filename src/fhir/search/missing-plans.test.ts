@@ -35,7 +35,10 @@ async function insert(db: Db, resources: Resource[], project: string): Promise<v
       `INSERT INTO resources (resource_type, id, project_id, version_id, last_updated, deleted, content)
        SELECT x.resource_type, x.id, $2, 1, now(), false, x.content
        FROM jsonb_to_recordset($1::jsonb) AS x(resource_type text, id text, content jsonb) RETURNING rid, id`,
-      [JSON.stringify(resources.map((r) => ({ resource_type: r.resourceType, id: r.id, content: r }))), project],
+      [
+        JSON.stringify(resources.map((r) => ({ resource_type: r.resourceType, id: r.id, content: r }))),
+        project,
+      ],
     );
     const rid = new Map(res.rows.map((r) => [r.id, Number(r.rid)]));
     await writeIndex(

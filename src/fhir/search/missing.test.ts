@@ -50,7 +50,10 @@ const ours: Resource[] = [
   obs('o-other', { status: 'amended', ...code([OTHER, '1-1']), subject: { reference: 'Patient/p2' } }),
   obs('o-nosys', { status: 'final', ...code([undefined, '1-1']), valueQuantity: { value: 3, unit: 'cm' } }),
   // No status at all (invalid R4, but stored rows may lack any value).
-  obs('o-nostatus', { ...code([LOINC, '4-4']), category: [{ coding: [{ system: CAT, code: 'laboratory' }] }] }),
+  obs('o-nostatus', {
+    ...code([LOINC, '4-4']),
+    category: [{ coding: [{ system: CAT, code: 'laboratory' }] }],
+  }),
   { resourceType: 'Patient', id: 'p1', name: [{ family: 'One' }], birthDate: '1970-01-01' },
   { resourceType: 'Patient', id: 'p2', gender: 'male' },
 ];
@@ -75,13 +78,21 @@ const CASES: [string, Record<string, string>, string[]][] = [
   ['Observation', { 'subject:missing': 'false' }, ['o-full', 'o-multi', 'o-other']],
   ['Observation', { 'patient:missing': 'true' }, ['o-bare', 'o-multi', 'o-nostatus', 'o-nosys']],
   ['Observation', { 'patient:missing': 'false' }, ['o-full', 'o-other']],
-  ['Observation', { 'value-string:missing': 'true' }, ['o-bare', 'o-multi', 'o-nostatus', 'o-nosys', 'o-other']],
+  [
+    'Observation',
+    { 'value-string:missing': 'true' },
+    ['o-bare', 'o-multi', 'o-nostatus', 'o-nosys', 'o-other'],
+  ],
   ['Observation', { 'value-string:missing': 'false' }, ['o-full']],
   ['Observation', { 'date:missing': 'true' }, ['o-bare', 'o-nostatus', 'o-nosys', 'o-other']],
   ['Observation', { 'date:missing': 'false' }, ['o-full', 'o-multi']],
   ['Observation', { 'status:missing': 'true' }, ['o-nostatus']],
   ['Observation', { 'category:missing': 'true' }, ['o-bare', 'o-nosys', 'o-other']],
-  ['Observation', { 'value-quantity:missing': 'true', 'date:missing': 'true' }, ['o-bare', 'o-nostatus', 'o-other']],
+  [
+    'Observation',
+    { 'value-quantity:missing': 'true', 'date:missing': 'true' },
+    ['o-bare', 'o-nostatus', 'o-other'],
+  ],
   ['Observation', { 'subject:missing': 'true', code: `${LOINC}|3-3` }, ['o-bare']],
   ['Patient', { 'name:missing': 'true' }, ['p2']],
   ['Patient', { 'birthdate:missing': 'true' }, ['p2']],
@@ -89,7 +100,11 @@ const CASES: [string, Record<string, string>, string[]][] = [
   // :not: another value or none; a resource with the value among others is not a match.
   ['Observation', { 'status:not': 'final' }, ['o-nostatus', 'o-other']],
   ['Observation', { 'status:not': 'final,amended' }, ['o-nostatus']],
-  ['Observation', { 'status:not': 'cancelled' }, ['o-bare', 'o-full', 'o-multi', 'o-nostatus', 'o-nosys', 'o-other']],
+  [
+    'Observation',
+    { 'status:not': 'cancelled' },
+    ['o-bare', 'o-full', 'o-multi', 'o-nostatus', 'o-nosys', 'o-other'],
+  ],
   ['Observation', { 'code:not': '1-1' }, ['o-bare', 'o-nostatus']],
   ['Observation', { 'code:not': `${LOINC}|1-1` }, ['o-bare', 'o-nostatus', 'o-nosys', 'o-other']],
   ['Observation', { 'code:not': '|1-1' }, ['o-bare', 'o-full', 'o-multi', 'o-nostatus', 'o-other']],
@@ -157,7 +172,11 @@ describe.each(testDatabases())(':missing and :not from sp_missing on $name', (da
     const bare = ours.find((r) => r.id === 'o-bare') as Resource;
     await setContent('o-bare', { ...bare, subject: { reference: 'Patient/p1' }, status: 'cancelled' });
     expect(await ids(db, 'Observation', { 'subject:missing': 'true' })).toEqual(['o-nostatus', 'o-nosys']);
-    expect(await ids(db, 'Observation', { 'status:not': 'final' })).toEqual(['o-bare', 'o-nostatus', 'o-other']);
+    expect(await ids(db, 'Observation', { 'status:not': 'final' })).toEqual([
+      'o-bare',
+      'o-nostatus',
+      'o-other',
+    ]);
     await setContent('o-bare', bare);
     for (const [type, query, expected] of CASES)
       expect(await ids(db, type, query), `${type} ${JSON.stringify(query)}`).toEqual(expected);
