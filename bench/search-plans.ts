@@ -6,10 +6,12 @@
 //   SP_OBSERVATIONS=200000 npx tsx bench/search-plans.ts            # fills cinder_search_plans, then measures
 //   SP_REUSE=1 npx tsx bench/search-plans.ts                        # measures the database a previous run left
 //
-// Environment: SP_DATABASE_URL (admin connection, default postgres://postgres@127.0.0.1:5432/postgres), SP_DATABASE_NAME
-// (the database filled and searched, default cinder_search_plans),
-// SP_OBSERVATIONS (default 200000; 50 per Patient; every 10,007th amended and without a subject), SP_RUNS (default 5: the median is reported, with the first
-// run's time), SP_COUNT_LIMIT (default 100000: the server's searchCountLimit).
+// Environment: SP_DATABASE_URL (admin connection, default postgres://postgres@127.0.0.1:5432/postgres),
+// SP_DATABASE_NAME (the database filled and searched, default cinder_search_plans), SP_OBSERVATIONS (default 200000;
+// 50 per Patient; every 10,007th amended and without a subject: `:missing=true` and `:not` that match a few),
+// SP_RUNS (default 5: the median is reported, with the first run's time), SP_COUNT_LIMIT (default 100000: the
+// server's searchCountLimit). The `:missing`/`:not` rows (migration 028) need a database filled by a build that
+// writes sp_missing; an older build measures it as it measures any other.
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { migrate } from '../src/storage/migrate.js';
