@@ -7,8 +7,11 @@
 //   SP_REUSE=1 npx tsx bench/search-plans.ts                        # measures the database a previous run left
 //
 // Environment: SP_DATABASE_URL (admin connection, default postgres://postgres@127.0.0.1:5432/postgres),
-// SP_OBSERVATIONS (default 200000; 50 per Patient), SP_RUNS (default 5: the median is reported, with the first
-// run's time), SP_COUNT_LIMIT (default 100000: the server's searchCountLimit).
+// SP_DATABASE_NAME (the database filled and searched, default cinder_search_plans), SP_OBSERVATIONS (default 200000;
+// 50 per Patient; every 10,007th amended and without a subject: `:missing=true` and `:not` that match a few),
+// SP_RUNS (default 5: the median is reported, with the first run's time), SP_COUNT_LIMIT (default 100000: the
+// server's searchCountLimit). The `:missing`/`:not` rows (migration 028) need a database filled by a build that
+// writes sp_missing; an older build measures it as it measures any other.
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { migrate } from '../src/storage/migrate.js';
@@ -20,7 +23,7 @@ import { parseSearchRequest } from '../src/fhir/search/parse.js';
 import type { Resource } from '../src/fhir/types.js';
 
 const ADMIN_URL = process.env.SP_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const NAME = 'cinder_search_plans';
+const NAME = process.env.SP_DATABASE_NAME ?? 'cinder_search_plans';
 const OBS = Number(process.env.SP_OBSERVATIONS ?? 200_000);
 const RUNS = Number(process.env.SP_RUNS ?? 5);
 const LIMIT = Number(process.env.SP_COUNT_LIMIT ?? 100_000);
@@ -40,12 +43,16 @@ const CODES = [
 ];
 const scope = { projectId: 'bench' };
 
+/** Every RARE-th Observation is amended and has no subject: `:missing=true` and `:not` that match a few. */
+const RARE = 10_007;
+
 function observation(i: number): Resource {
   const t = Date.UTC(2010, 0, 1) + ((i * 7919 * 60_000) % (15 * 365 * 86_400_000));
+  const rare = i % RARE === 0;
   return {
     resourceType: 'Observation',
     id: `o${i}`,
-    status: 'final',
+    status: rare ? 'amended' : 'final',
     category: [
       {
         coding: [
@@ -54,7 +61,7 @@ function observation(i: number): Resource {
       },
     ],
     code: { coding: [{ system: 'http://loinc.org', code: CODES[i % CODES.length] as string }] },
-    subject: { reference: `Patient/p${Math.floor(i / PER_PATIENT)}` },
+    ...(rare ? {} : { subject: { reference: `Patient/p${Math.floor(i / PER_PATIENT)}` } }),
     effectiveDateTime: new Date(t).toISOString(),
     valueQuantity: { value: (i * 31) % 200, unit: 'cm', system: 'http://unitsofmeasure.org', code: 'cm' },
   };
@@ -124,6 +131,20 @@ const QUERIES: [string, Record<string, string>][] = [
   ['Observation', { 'subject:missing': 'true', _count: '10' }],
   ['Observation', { 'value-string:missing': 'false', _count: '10' }],
   ['Observation', { 'status:not': 'final', _count: '10' }],
+  // :missing and :not from sp_missing (migration 028): matching nothing, a few, or nearly everything.
+  ['Observation', { 'subject:missing': 'true', _count: '100' }],
+  ['Observation', { 'patient:missing': 'true', _count: '10' }],
+  ['Observation', { 'status:not': 'final', _count: '100' }],
+  ['Observation', { 'status:not': 'final,amended', _count: '10' }],
+  ['Observation', { 'status:not': 'amended', _count: '10' }],
+  ['Observation', { 'code:not': 'http://loinc.org|8302-2', _count: '10' }],
+  ['Observation', { 'value-string:missing': 'true', _count: '10' }],
+  ['Observation', { 'date:missing': 'true', _summary: 'count' }],
+  ['Observation', { 'subject:missing': 'true', _total: 'accurate', _count: '10' }],
+  ['Observation', { 'status:not': 'final', _summary: 'count' }],
+  ['Observation', { subject: 'Patient/p1234', 'value-string:missing': 'true', _count: '10' }],
+  ['Observation', { subject: 'Patient/p1234', 'status:not': 'amended', _count: '10' }],
+  ['Patient', { 'birthdate:missing': 'true', _count: '10' }],
   ['Observation', { _summary: 'count' }],
   ['Observation', { _total: 'estimate', _count: '1' }],
   ['Observation', { code: 'http://loinc.org|8302-2', _total: 'accurate', _count: '1' }],

@@ -5,7 +5,7 @@
 import type { Db } from './db.js';
 
 const TABLES =
-  'resources, resource_history, sp_string, sp_token, sp_reference, sp_date, sp_number, sp_quantity, sp_uri, sp_identifier, sp_text, sp_lastn';
+  'resources, resource_history, sp_string, sp_token, sp_reference, sp_date, sp_number, sp_quantity, sp_uri, sp_identifier, sp_text, sp_lastn, sp_missing';
 
 export interface StatisticsKeeper {
   /** Records that `rows` resources were written. */

@@ -8,6 +8,7 @@ import type { AccessScope } from '../types.js';
 import { encodeCursor } from './cursor.js';
 import type { IncludeSpec, SearchRequest } from './request.js';
 import { FhirError } from '../outcome.js';
+import { planMissing } from './missing-plan.js';
 import {
   countSql,
   estimateSql,
@@ -61,10 +62,11 @@ export const ESTIMATE_EXACT_UP_TO = 10_000;
 
 export async function executeSearch(
   db: Queryable,
-  req: SearchRequest,
+  asked: SearchRequest,
   scope: AccessScope,
   opts: SearchOptions = {},
 ): Promise<SearchResult> {
+  const req = await planMissing(db, asked);
   const countOnly = req.summary === 'count' || req.count === 0;
   const wantTotal = countOnly || req.total === 'accurate' || req.total === 'estimate';
   const result: SearchResult = { matches: [], included: [] };

@@ -11,6 +11,7 @@ import type { IndexValue } from './normalise.js';
 import { fullTextWords } from './full-text.js';
 import { lastnRows, type LastnRow } from './lastn-index.js';
 import { narrowerOf } from './reference-pairs.js';
+import { absentIdsOf } from './missing.js';
 
 interface Table {
   name: string;
@@ -25,10 +26,11 @@ interface Table {
 }
 
 /**
- * Kinds of index rows: one per IndexValue type, the full-text words of a resource (full-text.ts), and `$lastn`'s rows
- * of an Observation (lastn-index.ts, migration 020).
+ * Kinds of index rows: one per IndexValue type, the full-text words of a resource (full-text.ts), `$lastn`'s rows
+ * of an Observation (lastn-index.ts, migration 020), and the parameters a resource has no value of (missing.ts,
+ * migration 028).
  */
-type Kind = IndexValue['t'] | 'fulltext' | 'lastn';
+type Kind = IndexValue['t'] | 'fulltext' | 'lastn' | 'missing';
 
 const finite = (ms: number): number | string => (Number.isFinite(ms) ? ms : String(ms));
 
@@ -147,6 +149,14 @@ const TABLES: Record<Kind, Table> = {
     row: (r, t, _c, v: { narrative: string; content: string }) => ({ r, t, n: v.narrative, c: v.content }),
     noGroup: true,
   },
+  missing: {
+    name: 'sp_missing',
+    columns: 'rid, absent',
+    select: 'x.r, x.a',
+    record: 'r bigint, t text, a smallint[]',
+    row: (r, t, _c, v: number[]) => ({ r, t, a: v }),
+    noGroup: true,
+  },
 };
 
 export const INDEX_TABLES = Object.values(TABLES).map((t) => t.name);
@@ -177,6 +187,17 @@ function sharedReferences(resourceType: string, all: readonly ExtractedValues[])
       for (const v of values) if (v.t === 'reference') (out ??= new Set()).add(`${wide}\n${v.ref}`);
     }
   }
+  return out;
+}
+
+/** Row kinds of the value tables: a value of one of them is an index row that `:missing` finds. */
+const VALUE_KINDS = new Set<string>(['string', 'token', 'reference', 'date', 'number', 'quantity', 'uri']);
+
+/** The codes of the parameters that have a row in their value table (composite components aside). */
+function presentCodes(all: readonly ExtractedValues[]): Set<string> {
+  const out = new Set<string>();
+  for (const { code, values, grp } of all)
+    if (grp === undefined && values.some((v) => VALUE_KINDS.has(v.t))) out.add(code);
   return out;
 }
 
@@ -212,6 +233,14 @@ function collectRows(items: readonly IndexItem[]): Rows {
         if (rid === undefined) row.id = resource.id;
         list.push(row);
       }
+    }
+    const absent = absentIdsOf(rt, presentCodes(all));
+    if (absent.length > 0) {
+      const row = TABLES.missing.row(rid ?? 0, rt, '', absent as never);
+      if (rid === undefined) row.id = resource.id;
+      let list = rows.get('missing');
+      if (!list) rows.set('missing', (list = []));
+      list.push(row);
     }
     const text = TABLES.fulltext.row(rid ?? 0, rt, '', fullTextWords(resource) as never);
     if (rid === undefined) text.id = resource.id;

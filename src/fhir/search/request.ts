@@ -86,6 +86,11 @@ export interface SearchFilter {
   modifier?: Modifier;
   /** `:missing=true|false`. */
   missing?: boolean;
+  /**
+   * `:missing=true` or token `:not` answered from its candidates in sp_missing and the value index (migration 028)
+   * rather than by an anti-join: set by missing-plan.ts when those candidates are few. Never set by parsing.
+   */
+  fromCandidates?: boolean;
   /** OR'ed values (comma-separated in the query). */
   values: FilterValue[];
   /** Chained search (`subject:Patient.name=x`): `code` is the reference parameter, `filter` applies to its target. */

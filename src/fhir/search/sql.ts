@@ -7,6 +7,7 @@ import { normaliseString, uriAncestors, uriBelow } from './normalise.js';
 import { fullTextCondition, isFullTextFilter } from './full-text.js';
 import { patientCondition, referencedBy } from './patient-reach.js';
 import { narrowerOf, withNarrower } from './reference-pairs.js';
+import { absentIdOf, MISSING_TABLE, otherTokenRanges } from './missing.js';
 import type {
   FilterExpr,
   FilterValue,
@@ -410,22 +411,65 @@ function filterCondition(
     );
     return `${a}.rid IN (${alts.join(' UNION ALL ')})`;
   }
+  const ofParam = (y: string): string =>
+    `${typeIs(b, `${y}.resource_type`, resourceType)} AND ${codeIs(b, y, table, resourceType, f.code)}`;
+  const candidates = f.fromCandidates && !correlated ? candidatesOf(resourceType, f, b) : undefined;
   if (f.missing !== undefined) {
-    // With the type, the value index (type, code, ...) can answer the rows of the parameter on its own: `:missing=false`
-    // is then planned from them when they are few (none: an empty index range, whatever the table's size), and
-    // `:missing=true` may be a hash anti-join over an index-only scan rather than a probe per resource.
-    const any =
-      `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ` +
-      `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${codeIs(b, x, table, resourceType, f.code)})`;
-    return f.missing ? `NOT ${any}` : any;
+    // With the type, the value index (type, code, ...) answers the rows of the parameter on its own: `:missing=false`
+    // on a parameter nobody has is an empty index range, whatever the table's size.
+    const any = `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${ofParam(x)})`;
+    if (!f.missing) return any;
+    // Few resources without a value (missing-plan.ts): found in sp_missing, each checked by its own rows.
+    return candidates ? `${a}.rid IN (${candidates}) AND NOT ${any}` : `NOT ${any}`;
   }
-  const test = `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${codeIs(b, x, table, resourceType, f.code)} AND ${or(
-    f.values.map((v) => valueCondition(f, v, x, b)),
-  )}`;
-  if (f.modifier === 'not' || f.modifier === 'not-in')
-    return `NOT EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${test})`;
+  const test = `${ofParam(x)} AND ${or(f.values.map((v) => valueCondition(f, v, x, b)))}`;
+  if (f.modifier === 'not' || f.modifier === 'not-in') {
+    const none = `NOT EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${test})`;
+    // Few candidates (another value, or none; missing-plan.ts): the search starts from them, and a resource with
+    // the value among others is ruled out by its own rows.
+    return candidates ? `${a}.rid IN (${candidates}) AND ${none}` : none;
+  }
   if (correlated) return `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.rid = ${a}.rid AND ${test})`;
   return `${a}.rid IN (SELECT ${x}.rid FROM ${table} ${x} WHERE ${test})`;
+}
+
+/**
+ * The rids that may match a `:missing=true` or token `:not` filter, from indexes only: the resources without a value
+ * (sp_missing, migration 028) and, for `:not`, those with another value (index ranges around the excluded ones,
+ * missing.ts). Undefined when the filter has no such form (a custom parameter, a `system|` value, several types).
+ */
+function candidatesOf(resourceType: Types, f: SearchFilter, b: Builder): string | undefined {
+  if (typeof resourceType !== 'string') return undefined;
+  const id = absentIdOf(resourceType, f.code);
+  if (id === undefined) return undefined;
+  const absent = `SELECT ms.rid FROM sp_missing ms WHERE ms.absent @> ${b.p([id], 'smallint[]')}`;
+  if (f.missing === true) return absent;
+  if (f.modifier !== 'not' || f.type !== 'token' || f.column) return undefined;
+  const ranges = otherTokenRanges(f.values, 'xo', (v) => b.p(v));
+  if (!ranges) return undefined;
+  const table = tableOf(f);
+  const others = ranges.map(
+    (r) =>
+      `SELECT xo.rid FROM ${table} xo WHERE ${typeIs(b, 'xo.resource_type', resourceType)} AND ` +
+      `${codeIs(b, 'xo', table, resourceType, f.code)} AND ${r}`,
+  );
+  return [...others, absent].join(' UNION ALL ');
+}
+
+/**
+ * How many candidates `candidatesOf` gives the filter, counted up to `cap`, and whether sp_missing is complete
+ * (the index backfill of migration 028 is done); undefined when the filter has no candidates form.
+ */
+export function candidateCountSql(resourceType: string, f: SearchFilter, cap: number): SqlQuery | undefined {
+  const b = new Builder();
+  const c = candidatesOf(resourceType, f, b);
+  if (!c) return undefined;
+  return {
+    text:
+      `SELECT (SELECT count(*)::int FROM (${c} LIMIT ${b.p(cap, 'int')}) c) AS n, EXISTS (SELECT 1 FROM index_backfills ` +
+      `WHERE table_name = ${b.p(MISSING_TABLE)} AND state <> 'done') AS pending`,
+    values: b.values,
+  };
 }
 
 /** The WHERE clause of a search over alias `r` (without `skip`: the driving filter, tested on its own rows). */

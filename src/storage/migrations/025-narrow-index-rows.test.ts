@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Queryable } from '../db.js';
 import { migrate, MIGRATIONS } from '../migrate.js';
 import { executeSearch } from '../../fhir/search/execute.js';
-import { writeIndex } from '../../fhir/search/index-writer.js';
+import { INDEX_TABLES, rewriteIndexTables } from '../../fhir/search/index-writer.js';
 import { parseSearchRequest } from '../../fhir/search/parse.js';
 import type { Resource } from '../../fhir/types.js';
 import { narrowerOf } from '../../fhir/search/reference-pairs.js';
@@ -19,7 +19,7 @@ const databases = bareDatabases(2);
 const PROJECT = 'p025';
 const scope = { projectId: PROJECT };
 
-/** Stores resources and their index rows as store.ts does (resources, then the index). */
+/** Stores resources and their index rows as store.ts did then (resources, then the index; sp_missing came with 028). */
 async function store(db: Queryable, resources: Resource[]): Promise<void> {
   for (const resource of resources) {
     const r = await db.query<{ rid: string }>(
@@ -27,7 +27,11 @@ async function store(db: Queryable, resources: Resource[]): Promise<void> {
        VALUES ($1, $2, $3, 1, now(), $4::json) RETURNING rid`,
       [resource.resourceType, resource.id, PROJECT, JSON.stringify(resource)],
     );
-    await writeIndex(db, [{ rid: Number(r.rows[0]?.rid), resource }]);
+    await rewriteIndexTables(
+      db,
+      [{ rid: Number(r.rows[0]?.rid), resource }],
+      INDEX_TABLES.filter((t) => t !== 'sp_missing'),
+    );
   }
 }
 
