@@ -11,6 +11,8 @@
 //   HOT_ENGINE    postgres (default; a fresh database per target on HOT_DATABASE_URL's server), or an embedded
 //                 engine: embedded (PostgreSQL from npm, the default embedded engine), pglite or pglite-worker
 //   HOT_DATABASE_URL  admin connection (default postgres://postgres@127.0.0.1:5432/postgres)
+//   HOT_DB_PREFIX the targets' databases are <prefix>0, <prefix>1, … (default cinder_hot_), dropped and made anew:
+//                 give each sitting on a shared PostgreSQL its own prefix
 //   HOT_CONFIG    JSON merged into each server's configuration, e.g. '{"logLevel":"info"}'
 //   HOT_CONFIG_<label>  JSON merged into that target's configuration only, e.g. HOT_CONFIG_quiet='{"requestLog":"none"}'
 //   HOT_LOG_FILE  where the servers' stdout (log lines) goes (default /dev/null)
@@ -35,6 +37,9 @@ const PATIENTS = Number(process.env.BENCH_PATIENTS ?? 10_000);
 const CONNECTIONS = 10;
 const ENGINE = process.env.HOT_ENGINE ?? 'postgres';
 const ADMIN_URL = process.env.HOT_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const DB_PREFIX = process.env.HOT_DB_PREFIX ?? 'cinder_hot_';
+if (!/^[a-z_][a-z0-9_]*$/.test(DB_PREFIX))
+  throw new Error(`HOT_DB_PREFIX must be a lower-case SQL name: ${DB_PREFIX}`);
 const TESTS = new Set((process.env.HOT_TESTS ?? 'read,search,create').split(','));
 const TARGETS = (process.env.HOT_TARGETS ?? 'this=dist/main.js').split(',').map((t) => {
   const [label, main] = t.split('=') as [string, string];
@@ -264,7 +269,7 @@ async function main(): Promise<void> {
   let rows: Row[] = [];
   try {
     for (const [i, t] of TARGETS.entries()) {
-      const database = ENGINE === 'postgres' ? `cinder_hot_${i}` : undefined;
+      const database = ENGINE === 'postgres' ? `${DB_PREFIX}${i}` : undefined;
       const env: Record<string, string> = database
         ? { DATABASE_URL: await freshDatabase(database), DATA_DIR: path.join(work, `files-${i}`) }
         : {
