@@ -19,6 +19,8 @@
 //   HOT_CPU_PROF  a directory: the servers run with --cpu-prof and write their profiles there on exit
 //   HOT_TESTS     comma list among read,search,create (default all)
 //   HOT_NODE_ARGS_<label>  extra Node flags of that target, e.g. HOT_NODE_ARGS_small='--max-semi-space-size=4'
+//   HOT_DB_HOST_<label>  that target connects to its database through this host instead, e.g. a Unix socket's
+//                 directory (HOT_DB_HOST_unix=/var/run/postgresql) against TCP on 127.0.0.1
 //
 // Besides req/s, each row gives the CPU time per answered request of the server process (Node) and of its database
 // (the embedded PostgreSQL's processes, or the backends connected to the target's database), medians over the
@@ -161,6 +163,14 @@ async function freshDatabase(name: string): Promise<string> {
   return u.toString();
 }
 
+/** The URL with its host given as a `host` parameter (a Unix socket's directory, for node-postgres), if any. */
+function withHost(url: string, host: string | undefined): string {
+  if (!host) return url;
+  const u = new URL(url);
+  u.searchParams.set('host', host);
+  return u.toString();
+}
+
 interface Loaded {
   label: string;
   server: RunningServer;
@@ -271,7 +281,10 @@ async function main(): Promise<void> {
     for (const [i, t] of TARGETS.entries()) {
       const database = ENGINE === 'postgres' ? `${DB_PREFIX}${i}` : undefined;
       const env: Record<string, string> = database
-        ? { DATABASE_URL: await freshDatabase(database), DATA_DIR: path.join(work, `files-${i}`) }
+        ? {
+            DATABASE_URL: withHost(await freshDatabase(database), process.env[`HOT_DB_HOST_${t.label}`]),
+            DATA_DIR: path.join(work, `files-${i}`),
+          }
         : {
             DATA_DIR: path.join(work, `data-${i}`),
             EMBEDDED_ENGINE: ENGINE === 'embedded' ? 'postgres' : ENGINE,
