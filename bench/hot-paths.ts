@@ -11,12 +11,16 @@
 //   HOT_ENGINE    postgres (default; a fresh database per target on HOT_DATABASE_URL's server), or an embedded
 //                 engine: embedded (PostgreSQL from npm, the default embedded engine), pglite or pglite-worker
 //   HOT_DATABASE_URL  admin connection (default postgres://postgres@127.0.0.1:5432/postgres)
+//   HOT_DB_PREFIX the targets' databases are <prefix>0, <prefix>1, … (default cinder_hot_), dropped and made anew:
+//                 give each sitting on a shared PostgreSQL its own prefix
 //   HOT_CONFIG    JSON merged into each server's configuration, e.g. '{"logLevel":"info"}'
 //   HOT_CONFIG_<label>  JSON merged into that target's configuration only, e.g. HOT_CONFIG_quiet='{"requestLog":"none"}'
 //   HOT_LOG_FILE  where the servers' stdout (log lines) goes (default /dev/null)
 //   HOT_CPU_PROF  a directory: the servers run with --cpu-prof and write their profiles there on exit
 //   HOT_TESTS     comma list among read,search,create (default all)
 //   HOT_NODE_ARGS_<label>  extra Node flags of that target, e.g. HOT_NODE_ARGS_small='--max-semi-space-size=4'
+//   HOT_DB_HOST_<label>  that target connects to its database through this host instead, e.g. a Unix socket's
+//                 directory (HOT_DB_HOST_unix=/var/run/postgresql) against TCP on 127.0.0.1
 //
 // Besides req/s, each row gives the CPU time per answered request of the server process (Node) and of its database
 // (the embedded PostgreSQL's processes, or the backends connected to the target's database), medians over the
@@ -35,6 +39,9 @@ const PATIENTS = Number(process.env.BENCH_PATIENTS ?? 10_000);
 const CONNECTIONS = 10;
 const ENGINE = process.env.HOT_ENGINE ?? 'postgres';
 const ADMIN_URL = process.env.HOT_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const DB_PREFIX = process.env.HOT_DB_PREFIX ?? 'cinder_hot_';
+if (!/^[a-z_][a-z0-9_]*$/.test(DB_PREFIX))
+  throw new Error(`HOT_DB_PREFIX must be a lower-case SQL name: ${DB_PREFIX}`);
 const TESTS = new Set((process.env.HOT_TESTS ?? 'read,search,create').split(','));
 const TARGETS = (process.env.HOT_TARGETS ?? 'this=dist/main.js').split(',').map((t) => {
   const [label, main] = t.split('=') as [string, string];
@@ -156,6 +163,14 @@ async function freshDatabase(name: string): Promise<string> {
   return u.toString();
 }
 
+/** The URL with its host given as a `host` parameter (a Unix socket's directory, for node-postgres), if any. */
+function withHost(url: string, host: string | undefined): string {
+  if (!host) return url;
+  const u = new URL(url);
+  u.searchParams.set('host', host);
+  return u.toString();
+}
+
 interface Loaded {
   label: string;
   server: RunningServer;
@@ -264,9 +279,12 @@ async function main(): Promise<void> {
   let rows: Row[] = [];
   try {
     for (const [i, t] of TARGETS.entries()) {
-      const database = ENGINE === 'postgres' ? `cinder_hot_${i}` : undefined;
+      const database = ENGINE === 'postgres' ? `${DB_PREFIX}${i}` : undefined;
       const env: Record<string, string> = database
-        ? { DATABASE_URL: await freshDatabase(database), DATA_DIR: path.join(work, `files-${i}`) }
+        ? {
+            DATABASE_URL: withHost(await freshDatabase(database), process.env[`HOT_DB_HOST_${t.label}`]),
+            DATA_DIR: path.join(work, `files-${i}`),
+          }
         : {
             DATA_DIR: path.join(work, `data-${i}`),
             EMBEDDED_ENGINE: ENGINE === 'embedded' ? 'postgres' : ENGINE,

@@ -1,5 +1,7 @@
 // Summarises V8 .cpuprofile files (node --cpu-prof): the functions with the most self time, and self time per
-// package / source area. `npx tsx bench/profile-summary.ts /tmp/prof/*.cpuprofile [top]`
+// package / source area. `npx tsx bench/profile-summary.ts /tmp/prof/*.cpuprofile [top] [--last=S]`
+// `--last=S`: only the samples of the last S seconds of each profile (e.g. the one test of bench/hot-paths.ts that ran
+// last, HOT_TESTS=read, without the server's start and the loading of the Patients).
 import fs from 'node:fs';
 
 interface Node {
@@ -11,6 +13,8 @@ interface Profile {
   nodes: Node[];
   samples: number[];
   timeDeltas: number[];
+  endTime: number;
+  startTime: number;
 }
 
 function area(url: string): string {
@@ -24,13 +28,20 @@ function area(url: string): string {
 
 const files = process.argv.slice(2).filter((a) => a.endsWith('.cpuprofile'));
 const top = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 30);
+const last = Number(
+  /^--last=(\d+(?:\.\d+)?)$/.exec(process.argv.find((a) => a.startsWith('--last=')) ?? '')?.[1] ?? 0,
+);
 for (const f of files) {
   const p = JSON.parse(fs.readFileSync(f, 'utf8')) as Profile;
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const self = new Map<number, number>();
   let total = 0;
+  const from = last > 0 ? p.endTime - last * 1e6 : -Infinity;
+  let at = p.startTime;
   p.samples.forEach((id, i) => {
     const dt = p.timeDeltas[i] ?? 0;
+    at += dt;
+    if (at < from) return;
     self.set(id, (self.get(id) ?? 0) + dt);
     total += dt;
   });

@@ -1,6 +1,12 @@
 // buildApp(deps): registers plugins and routes and returns the Fastify instance; it never listens.
 import { randomUUID } from 'node:crypto';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import type { AuthDeps } from './auth/deps.js';
 import type { KeyRing } from './auth/keys.js';
 import type { Config } from './config/config.js';
@@ -214,25 +220,33 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('preClose', async () => {
     closing = true;
   });
-  app.addHook('onSend', async (request, reply) => {
+  // A callback hook: a read (most requests) goes on without a promise; a write waits for what it changed.
+  app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-request-id', request.id);
     if (closing) reply.header('connection', 'close');
-    const write = request.method !== 'GET' && request.method !== 'HEAD';
-    const wrote = write && reply.statusCode < 400;
+    if (request.method === 'GET' || request.method === 'HEAD') return done(null, payload);
+    afterWrite(request, reply).then(
+      () => done(null, payload),
+      (err: unknown) => done(err as Error),
+    );
+  });
+  /** What a write (any method but GET and HEAD) changed, announced before its answer leaves. */
+  const afterWrite = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    const wrote = reply.statusCode < 400;
     // After commit (the reply is being sent) and before the client can send its next request.
     if (wrote && changesPrincipals(request.url)) await auth.principals.changed();
     // Also after a failed write: a rolled-back transaction may have loaded (and kept) what it was about to store.
-    if (write && changesSubscriptions(request.url) && request.principal) {
+    if (changesSubscriptions(request.url) && request.principal) {
       const actor = request.principal;
       await subscriptions.registry.changed(actor.superAdmin ? '*' : actor.projectId);
     }
     // A project's SearchParameters are its search parameters from the reply on (API.md §9); its reindex job waits.
-    if (write && writesTypes(request.url, SEARCH_PARAMETER_TYPES) && request.principal) {
+    if (writesTypes(request.url, SEARCH_PARAMETER_TYPES) && request.principal) {
       const actor = request.principal;
       await searchParams.changed(actor.superAdmin ? '*' : actor.projectId);
       if (wrote) await deps.signals.publish(JOBS_CHANNEL, 'new').catch(() => undefined);
     }
-  });
+  };
   registerErrorHandler(app);
   await registerCors(app, config.corsOrigins);
   registerContentTypes(app, { xmlOffThread: (text) => csv.fhirpath.xml(text) });

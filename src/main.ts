@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { pino, type Logger } from 'pino';
+import { turnBatchedLines } from './log-lines.js';
 import { buildApp } from './app.js';
 import { ensureSuperAdmin } from './auth/bootstrap.js';
 import { loadKeyRing } from './auth/keys.js';
@@ -269,14 +270,20 @@ async function main(): Promise<void> {
   const workers = workerCount(config);
   const clustered = workers > 1 && !worker;
   // In a cluster every line says which process wrote it: the primary, or worker 1..N (and its pid).
-  const log: Logger = pino({
-    level: config.logLevel,
-    base: worker
-      ? { service: 'cinder', worker: worker.slot, pid: process.pid }
-      : clustered
-        ? { service: 'cinder', worker: 'primary', pid: process.pid }
-        : { service: 'cinder' },
-  });
+  // The lines of one turn of the event loop in one write (log-lines.ts); what is pending is written on exit.
+  const logLines = turnBatchedLines(pino.destination({ dest: 1, sync: true }));
+  process.on('exit', () => logLines.flushSync());
+  const log: Logger = pino(
+    {
+      level: config.logLevel,
+      base: worker
+        ? { service: 'cinder', worker: worker.slot, pid: process.pid }
+        : clustered
+          ? { service: 'cinder', worker: 'primary', pid: process.pid }
+          : { service: 'cinder' },
+    },
+    logLines,
+  );
   // Last resort: failures are handled where they happen (a worker's in the FHIRPath pool fails only its own request,
   // issue 25), so nothing a request does should get here. An exception nothing caught leaves the process in an
   // unknown state: it is logged and the process exits 1, for its supervisor to restart. A rejection nothing awaited

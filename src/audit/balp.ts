@@ -113,8 +113,12 @@ const ENTITY = {
 const REQUESTER_TYPE = `"type":${q({ coding: [coding(DCM, '110153', 'Source Role ID')] })}`;
 const CLIENT_TYPE = `"type":${q({ coding: [coding(DCM, '110150', 'Application')] })}`;
 
+// By the server object (one per app, the same for every request), then by its text (a caller with its own objects).
+const SERVER_OBJECTS = new WeakMap<AuditFacts['server'], { destination: string; source: string }>();
 const SERVERS = new Map<string, { destination: string; source: string }>();
 function serverText(server: AuditFacts['server']): { destination: string; source: string } {
+  const known = SERVER_OBJECTS.get(server);
+  if (known) return known;
   const key = `${server.fhirBase} ${server.baseUrl}`;
   let t = SERVERS.get(key);
   if (!t) {
@@ -131,6 +135,7 @@ function serverText(server: AuditFacts['server']): { destination: string; source
     };
     SERVERS.set(key, t);
   }
+  SERVER_OBJECTS.set(server, t);
   return t;
 }
 

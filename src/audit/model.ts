@@ -91,10 +91,15 @@ export interface AuditChain {
  * stored at all.
  */
 export function storableJson(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) =>
-    typeof v === 'string' && v.includes('\0') ? v.replace(/\0/g, '\uFFFD') : v,
-  );
+  // Every request's AuditEvent passes here: JSON.stringify without a replacer is several times faster (a replacer is a
+  // call per value), and escapes a NUL as `\u0000`. Only text holding that sequence (a NUL, or rarely the same six
+  // characters escaped) is serialised again with the replacer.
+  const text = JSON.stringify(value);
+  return text !== undefined && text.includes('\\u0000') ? JSON.stringify(value, withoutNul) : text;
 }
+
+const withoutNul = (_key: string, v: unknown): unknown =>
+  typeof v === 'string' && v.includes('\0') ? v.replace(/\0/g, '\uFFFD') : v;
 
 /** Hex sha256 of an AuditEvent's stored JSON (UTF-8): what its link in the chain covers. */
 export function contentHash(content: string): string {

@@ -116,18 +116,34 @@ export class AuditRecorder {
     const patients = new Set(this.patients);
     for (const v of versions)
       for (const p of patientsOfResource(v.resourceType, v.id, v.resource)) patients.add(p);
-    return this.row({ kind: this.request.kind(), status, entities, patients: [...patients], ...extra });
+    return this.row({
+      kind: this.request.kind(),
+      status,
+      entities,
+      patients: [...patients],
+      failure: extra.failure,
+      query: extra.query,
+      description: extra.description,
+    });
   }
 
+  // Every property named, no spread: `{ ...f, id, … }` made V8 copy `f` property by property into a slow object (a
+  // third of a read's audit time, and auditRow's reads of it slower too).
   private row(
     f: Pick<AuditFacts, 'kind' | 'status' | 'entities' | 'patients' | 'failure' | 'query' | 'description'>,
   ): AuditRow {
     return auditRow({
-      ...f,
       id: this.env.newId(),
+      kind: f.kind,
       projectId: this.request.projectId(),
       recorded: this.env.clock(),
+      status: f.status,
+      failure: f.failure,
       agent: this.request.agent(),
+      entities: f.entities,
+      patients: f.patients,
+      query: f.query,
+      description: f.description,
       server: this.env.server,
     });
   }

@@ -59,7 +59,8 @@ export async function insertAuditRows(db: Queryable, rows: readonly AuditRow[]):
   if (rows.length === 0) return;
   const params: unknown[] = [];
   const ctes = auditCte(rows, params) as string;
-  await db.query(`WITH ${ctes} SELECT 1`, params);
+  // Prepared: the text is the same for every batch, and PostgreSQL then plans it once per connection.
+  await db.query(`WITH ${ctes} SELECT 1`, params, { prepare: true });
 }
 
 export interface AuditWriter {

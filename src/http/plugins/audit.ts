@@ -279,11 +279,16 @@ export function registerAudit(app: FastifyInstance, deps: AuditHttpDeps): void {
     if (kind !== undefined) request.audit = new AuditRecorder(deps.env, facts(request, kind));
     done();
   });
-  app.addHook('preHandler', async (request) => {
+  app.addHook('preHandler', (request, _reply, done) => {
     const header = request.headers['x-provenance'];
-    if (!request.audit || header === undefined) return;
-    if (request.method === 'GET' || request.method === 'HEAD') return;
-    request.audit.provenance = provenanceOf(Array.isArray(header) ? header.join(',') : header);
+    if (!request.audit || header === undefined || request.method === 'GET' || request.method === 'HEAD')
+      return done();
+    try {
+      request.audit.provenance = provenanceOf(Array.isArray(header) ? header.join(',') : header);
+    } catch (err) {
+      return done(err as Error);
+    }
+    done();
   });
   app.addHook('onSend', (request, _reply, payload, done) => {
     // An XML answer is read as the JSON it was made from (http/reply.ts).
