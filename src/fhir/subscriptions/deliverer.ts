@@ -108,6 +108,7 @@ export function createDeliverer(opts: DelivererOptions): Deliverer {
   let wakeUp: (() => void) | undefined;
   let woken = false;
   let lastSweep = 0;
+  let lastHeartbeatSweep = 0;
   const running = new Set<Promise<void>>();
   /** Passes running in this process per project. */
   const busy = new Map<string, number>();
@@ -154,12 +155,13 @@ export function createDeliverer(opts: DelivererOptions): Deliverer {
 
   // Back of the queue (next_attempt_at now, unless a failure put it later): a subscription that always has events
   // takes its turn after the others that wait, instead of being claimed first again.
-  const release = (id: string): Promise<unknown> =>
+  // A pass that could send nothing waits a second before its subscription is claimed again.
+  const release = (id: string, idle: boolean): Promise<unknown> =>
     db.query(
       `UPDATE subscription_state SET lease_owner = NULL, lease_until = NULL,
-         next_attempt_at = greatest(next_attempt_at, now())
+         next_attempt_at = CASE WHEN $3 THEN now() + interval '1 second' ELSE greatest(next_attempt_at, now()) END
        WHERE subscription_id = $1 AND lease_owner = $2`,
-      [id, worker],
+      [id, worker, idle],
     );
 
   /** Numbers the events recorded since the last pass, in the order they were recorded; the new events_count. */
@@ -181,16 +183,6 @@ export function createDeliverer(opts: DelivererOptions): Deliverer {
     const n = r.rows[0]?.events_count;
     if (n === undefined) throw new Error('lease lost');
     return Number(n);
-  }
-
-  async function authorLive(author: SubscriptionAuthor): Promise<boolean> {
-    if (!author.membershipId) return true;
-    const r = await db.query(
-      `SELECT 1 FROM resources m, resources p WHERE m.resource_type = 'ProjectMembership' AND m.id = $1
-         AND ${usableMembership('m', 'p')}`,
-      [author.membershipId],
-    );
-    return r.rows.length > 0;
   }
 
   async function toError(state: StateRow, message: string): Promise<void> {
@@ -304,16 +296,20 @@ export function createDeliverer(opts: DelivererOptions): Deliverer {
   /** One pass over a claimed subscription; false when it could send nothing (it then waits before the next claim). */
   async function deliver(state: StateRow): Promise<boolean> {
     const id = state.subscription_id;
-    const current = await db.query<{ json: string }>(
-      `SELECT content::text AS json FROM resources WHERE resource_type = 'Subscription' AND id = $1 AND NOT deleted`,
-      [id],
+    // The Subscription as stored, and whether its author's membership is still usable: one round trip.
+    const current = await db.query<{ json: string; author_live: boolean }>(
+      `SELECT content::text AS json, ($2::text IS NULL OR EXISTS (
+         SELECT 1 FROM resources m, resources p WHERE m.resource_type = 'ProjectMembership' AND m.id = $2
+           AND ${usableMembership('m', 'p')})) AS author_live
+       FROM resources WHERE resource_type = 'Subscription' AND id = $1 AND NOT deleted`,
+      [id, state.author.membershipId ?? null],
     );
     const json = current.rows[0]?.json;
     if (!json) return false;
     const resource = parseJson(json) as Resource;
     const shape = readSubscription(resource);
     if (shape.status !== 'requested' && shape.status !== 'active') return false;
-    if (!(await authorLive(state.author))) {
+    if (!current.rows[0]?.author_live) {
       await toError(state, "The subscription's author no longer has access to the project");
       return false;
     }
@@ -410,6 +406,9 @@ export function createDeliverer(opts: DelivererOptions): Deliverer {
 
   /** Heartbeats that are due, and events past their keeping time ($events keeps them at least 24 hours). */
   async function sweep(): Promise<void> {
+    // Heartbeat periods are whole seconds: looking once a second is enough, not before every claim of a busy loop.
+    if (Date.now() - lastHeartbeatSweep < 1000) return;
+    lastHeartbeatSweep = Date.now();
     await db.query(
       `INSERT INTO subscription_events (subscription_id, project_id, kind)
        SELECT s.subscription_id, s.project_id, 'heartbeat' FROM subscription_state s
@@ -428,17 +427,13 @@ export function createDeliverer(opts: DelivererOptions): Deliverer {
   }
 
   async function run(state: StateRow): Promise<void> {
+    let idle = false;
     try {
-      if (!(await deliver(state))) {
-        await db.query(
-          `UPDATE subscription_state SET next_attempt_at = now() + interval '1 second' WHERE subscription_id = $1`,
-          [state.subscription_id],
-        );
-      }
+      idle = !(await deliver(state));
     } catch (err) {
       opts.log?.warn({ subscriptionId: state.subscription_id, err }, 'subscription delivery pass failed');
     } finally {
-      await release(state.subscription_id).catch(() => undefined);
+      await release(state.subscription_id, idle).catch(() => undefined);
     }
   }
 
