@@ -50,6 +50,10 @@ const FHIR_JSON = 'application/fhir+json';
 const REST_HOOKS = Number(process.env.SOAK_REST_HOOKS ?? 3);
 const WEBSOCKETS = Number(process.env.SOAK_WEBSOCKETS ?? 1);
 const AUDIT = process.env.SOAK_AUDIT !== '0';
+/** The database the soak makes (and drops first): SOAK_DB, default cinder_soak. */
+const SOAK_DB = /^[a-z_][a-z0-9_]{0,62}$/.test(process.env.SOAK_DB ?? '')
+  ? (process.env.SOAK_DB as string)
+  : 'cinder_soak';
 
 interface Ctx {
   base: string;
@@ -500,18 +504,19 @@ async function createDatabase(): Promise<string> {
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
   try {
-    await client.query('DROP DATABASE IF EXISTS cinder_soak WITH (FORCE)');
-    await client.query('CREATE DATABASE cinder_soak');
+    await client.query(`DROP DATABASE IF EXISTS ${SOAK_DB} WITH (FORCE)`);
+    await client.query(`CREATE DATABASE ${SOAK_DB}`);
   } finally {
     await client.end();
   }
   const u = new URL(adminUrl);
-  u.pathname = '/cinder_soak';
+  u.pathname = `/${SOAK_DB}`;
   return u.toString();
 }
 
 async function main(): Promise<void> {
-  execSync('npm run build', { stdio: 'inherit' });
+  // SOAK_MAIN: another checkout's build (already built), to compare two versions in one sitting.
+  if (!process.env.SOAK_MAIN) execSync('npm run build', { stdio: 'inherit' });
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cinder-soak-'));
   const idp = await startMockIdp();
   const subs = await soakSubscriptions(families(), { restHooks: REST_HOOKS, websockets: WEBSOCKETS });
@@ -539,6 +544,7 @@ async function main(): Promise<void> {
         audit: AUDIT,
       },
       {
+        ...(process.env.SOAK_MAIN ? { main: process.env.SOAK_MAIN } : {}),
         nodeArgs: [
           '--import',
           path.resolve('bench/memory-probe.mjs'),

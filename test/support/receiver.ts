@@ -17,6 +17,8 @@ export interface Receiver {
   received: Received[];
   /** What to answer the next requests: a status, or `hang` (never answer). Default 200. */
   answer: (req: Received) => number | 'hang';
+  /** Milliseconds to wait before answering each request (default 0): a slow endpoint, behind which events queue. */
+  delayMs: number;
   /** Resolves once `n` requests (on `path`, when given) have arrived; rejects after `timeoutMs`. */
   waitFor(n: number, opts?: { path?: string; timeoutMs?: number }): Promise<Received[]>;
   close(): Promise<void>;
@@ -43,7 +45,9 @@ export async function startReceiver(): Promise<Receiver> {
         hanging.add(res);
         return;
       }
-      res.writeHead(answer, { 'content-type': 'text/plain' }).end('ok');
+      const reply = (): void => void res.writeHead(answer, { 'content-type': 'text/plain' }).end('ok');
+      if (rec.delayMs > 0) setTimeout(reply, rec.delayMs);
+      else reply();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -53,6 +57,7 @@ export async function startReceiver(): Promise<Receiver> {
     host: `127.0.0.1:${port}`,
     received,
     answer: () => 200,
+    delayMs: 0,
     waitFor(n, opts = {}) {
       const timeoutMs = opts.timeoutMs ?? 10_000;
       const mine = (): Received[] => received.filter((r) => !opts.path || r.path === opts.path);

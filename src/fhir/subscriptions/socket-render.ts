@@ -5,7 +5,7 @@ import type { Queryable } from '../../storage/db.js';
 import { parseJson } from '../json/parse.js';
 import type { Resource } from '../types.js';
 import type { NumberedEvent, OutboxKind, SubscriptionAuthor } from './model.js';
-import { renderBundle } from './render.js';
+import { focusVersions, renderBundle } from './render.js';
 import { readSubscription } from './subscription-resource.js';
 
 interface Loaded {
@@ -83,26 +83,29 @@ export async function renderSocketEvents(
      WHERE subscription_id = $1 AND event_number BETWEEN $2 AND $3 ORDER BY event_number`,
     [id, from, to],
   );
+  const events: NumberedEvent[] = r.rows.map((e) => ({
+    eventNumber: Number(e.event_number),
+    kind: e.kind,
+    focusType: e.focus_type,
+    focusId: e.focus_id,
+    focusVersion: e.focus_version,
+    ...(e.interaction ? { interaction: e.interaction as NonNullable<NumberedEvent['interaction']> } : {}),
+    createdAt: e.created_at,
+  }));
+  // The versions of the whole range in one statement; then one message per event, as before.
+  const versions = shape.content === 'full-resource' ? await focusVersions(db, s.author, events) : undefined;
   const out: string[] = [];
-  for (const e of r.rows) {
-    const event: NumberedEvent = {
-      eventNumber: Number(e.event_number),
-      kind: e.kind,
-      focusType: e.focus_type,
-      focusId: e.focus_id,
-      focusVersion: e.focus_version,
-      ...(e.interaction ? { interaction: e.interaction as NonNullable<NumberedEvent['interaction']> } : {}),
-      createdAt: e.created_at,
-    };
+  for (const event of events) {
     const bundle = await renderBundle(db, {
       fhirBase,
       subscriptionId: id,
       shape,
       status: s.resource.status as string,
-      eventsSinceStart: Number(e.event_number),
+      eventsSinceStart: event.eventNumber ?? 0,
       author: s.author,
       type: 'event-notification',
       events: [event],
+      ...(versions ? { versions } : {}),
     });
     out.push(JSON.stringify(bundle));
   }

@@ -127,6 +127,18 @@ export function readSubscription(resource: Resource): SubscriptionShape {
     'Subscription.channel (backport-max-count)',
     'subscription.max-count',
   );
+  // StructureDefinition-backport-max-count.html: a positiveInt (1 or more), at most one.
+  if (
+    maxCount === 0 ||
+    (maxCount ?? 0) > 2_147_483_647 ||
+    extensionsOf(channel).filter((e) => e.url === EXT.maxCount).length > 1
+  ) {
+    throw bad(
+      'Subscription.channel (backport-max-count) must be one positive integer',
+      'subscription.max-count',
+      'Subscription.channel (backport-max-count)',
+    );
+  }
   return {
     form,
     status: typeof resource.status === 'string' ? resource.status : '',
