@@ -4,58 +4,37 @@
 // does), a login's writes are visible to its next reads, projects stay apart, a scoped token is limited as on the
 // primary, export pages, and the replica stopped mid-run (no 5xx; used again once it is back) or lagging beyond the
 // bound (skipped). Every test leaves the replica running and replaying.
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  holdReplica,
+  replicaCluster,
+  replicaControl,
+  run,
+  until,
+  type ReplicaControl,
+} from '../support/replica.js';
 import { openTestPostgres, type TestDatabase } from '../support/db.js';
 import { created, scopedClientToken, startTestApp, type TestApp } from '../support/app.js';
 import { downloadOutput, startExport, waitForJob } from '../support/jobs.js';
 import type { Db } from '../../src/storage/db.js';
 import { openPostgres } from '../../src/storage/postgres.js';
-import { createReadRouter, openReplicas, parseLsn, type ReadRouter } from '../../src/storage/replicas.js';
+import { createReadRouter, openReplicas, type ReadRouter } from '../../src/storage/replicas.js';
 
 const primaryUrl = process.env.TEST_DATABASE_URL;
 const replicaUrl = process.env.TEST_REPLICA_URL;
-const run = promisify(execFile);
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** Polls `ok` until it holds (or throws after `ms`): waits for replication, never asserts on time. */
-async function until(what: string, ok: () => Promise<boolean>, ms = 60_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await ok())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
-/** `<version> <cluster>` of the Debian cluster listening on the replica's port (to stop and start it). */
-async function replicaCluster(): Promise<[string, string] | undefined> {
-  // pg_ctlcluster needs root (or the postgres user).
-  if (process.getuid?.() !== 0 && os.userInfo().username !== 'postgres') return undefined;
-  try {
-    const port = new URL(replicaUrl as string).port || '5432';
-    const { stdout } = await run('pg_lsclusters', ['-h']);
-    const row = stdout
-      .split('\n')
-      .map((l) => l.trim().split(/\s+/))
-      .find((f) => f[2] === port);
-    return row ? [row[0] as string, row[1] as string] : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 describe.skipIf(!primaryUrl || !replicaUrl)(
   'read replicas (needs TEST_DATABASE_URL and TEST_REPLICA_URL: scripts/test-replica.sh makes the replica)',
   () => {
     const schema = `t_${randomBytes(6).toString('hex')}`;
     let db: Db;
-    /** The replica's `postgres` database, as its superuser: replay pause and resume, statistics. */
-    let replicaAdmin: Db;
+    let replica: ReplicaControl;
+    /** Held from beforeAll to afterAll: no other file pauses or stops the replica meanwhile. */
+    let release: (() => Promise<void>) | undefined;
     /** Probes every 100 ms, lag bound 60 s (a paused replay stays in use: the proof that it serves reads). */
     let reads: ReadRouter;
     /** Probed only when a test says so, lag bound 1 s: the lag and the failure between two probes. */
@@ -66,27 +45,9 @@ describe.skipIf(!primaryUrl || !replicaUrl)(
     let p: { projectId: string; adminToken: string; memberToken: string };
     let other: { projectId: string; adminToken: string; memberToken: string };
 
-    const pause = async (): Promise<void> => {
-      await replicaAdmin.query('SELECT pg_wal_replay_pause()');
-      await until('replay paused', async () => {
-        const r = await replicaAdmin.query<{ s: string }>('SELECT pg_get_wal_replay_pause_state() AS s');
-        return r.rows[0]?.s === 'paused';
-      });
-    };
-    const resume = async (): Promise<void> => {
-      await replicaAdmin.query('SELECT pg_wal_replay_resume()');
-    };
-    /** Waits until the replica has replayed everything the primary has written so far (and the router knows). */
-    const caughtUp = async (router: ReadRouter): Promise<void> => {
-      const target = parseLsn(
-        (await db.query<{ l: string }>('SELECT pg_current_wal_lsn()::text AS l')).rows[0]?.l as string,
-      );
-      await until('the replica to catch up', async () => {
-        await router.check();
-        const s = router.status()[0];
-        return s?.state === 'ok' && s.replayLsn !== undefined && parseLsn(s.replayLsn) >= target;
-      });
-    };
+    const pause = (): Promise<void> => replica.pause();
+    const resume = (): Promise<void> => replica.resume();
+    const caughtUp = (router: ReadRouter): Promise<void> => replica.caughtUp(router);
     const get = (app: TestApp, token: string, url: string) =>
       app.request({ method: 'GET', url: `${app.fhir}/${url}`, token });
     const patient = (family: string): Record<string, unknown> => ({
@@ -97,22 +58,11 @@ describe.skipIf(!primaryUrl || !replicaUrl)(
       (bundle.entry ?? []).map((e) => e.resource.name?.[0]?.family ?? '').sort();
 
     beforeAll(async () => {
+      release = await holdReplica(primaryUrl as string);
       db = await openTestPostgres(primaryUrl as string, schema);
-      const admin = new URL(replicaUrl as string);
-      admin.pathname = '/postgres';
-      replicaAdmin = await openPostgres(admin.toString(), { max: 2 });
+      replica = await replicaControl(db, replicaUrl as string);
       // The schema and its tables reach the replica by replication.
-      await until('the schema on the replica', async () => {
-        const probe = await openPostgres(replicaUrl as string, { max: 1 });
-        try {
-          const r = await probe.query<{ t: string | null }>(
-            `SELECT to_regclass('${schema}.resources')::text AS t`,
-          );
-          return r.rows[0]?.t != null;
-        } finally {
-          await probe.close();
-        }
-      });
+      await replica.schemaArrived(schema);
       const pools = { max: 4, connectTimeoutMs: 2000, statementTimeoutMs: 25_000, schema };
       reads = createReadRouter({
         primary: db,
@@ -134,20 +84,19 @@ describe.skipIf(!primaryUrl || !replicaUrl)(
       p = await t.newProject();
       other = await t.newProject();
       await caughtUp(reads);
-    }, 120_000);
+    }, 900_000); // waits for the other replica file (holdReplica)
 
     afterAll(async () => {
       // Leave the replica as found: replaying, and running.
-      await resume().catch(() => undefined);
-      const cluster = await replicaCluster();
-      if (cluster) await run('pg_ctlcluster', [...cluster, 'start']).catch(() => undefined);
+      await replica?.restore();
       await t2?.close();
       await t?.close();
       await reads?.close();
       await manual?.close();
-      await replicaAdmin?.close();
+      await replica?.close();
       await db?.close();
       if (dir) fs.rmSync(dir, { recursive: true, force: true });
+      await release?.();
     }, 60_000);
 
     it('serves other logins from the replica, and a login that wrote from what it wrote', async () => {
@@ -335,7 +284,7 @@ describe.skipIf(!primaryUrl || !replicaUrl)(
     });
 
     it('answers from the primary while the replica is stopped, and uses the replica again when it is back', async (ctx) => {
-      const cluster = await replicaCluster();
+      const cluster = await replicaCluster(replicaUrl as string);
       if (!cluster)
         ctx.skip(
           'the replica is not a Debian cluster of this machine that this user may stop (pg_lsclusters, pg_ctlcluster)',
