@@ -7,6 +7,7 @@ import { normaliseString, uriAncestors, uriBelow } from './normalise.js';
 import { fullTextCondition, isFullTextFilter } from './full-text.js';
 import { patientCondition, referencedBy } from './patient-reach.js';
 import { narrowerOf, withNarrower } from './reference-pairs.js';
+import { compositeSources, type CompositeSource } from './composite-sources.js';
 import type {
   FilterExpr,
   FilterValue,
@@ -283,11 +284,38 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
 }
 
 /**
- * A composite value: one index row per component (code `<param>$<k>`), all of the same element (`grp`), written by
- * extract.ts for each element the composite's expression finds (https://hl7.org/fhir/R4/search.html#composite).
+ * A composite value (https://hl7.org/fhir/R4/search.html#composite): its components found on one element. Read from
+ * the composite's own rows (one per component, code `<param>$<k>`, all of the same element `grp`, written by
+ * extract-composite.ts), or where composite-sources.ts says so from the resource's ordinary rows and another
+ * composite's rows. Types whose composite reads the same rows share one query.
  */
 function compositeCondition(
   resourceType: Types,
+  code: string,
+  v: Extract<FilterValue, { kind: 'composite' }>,
+  b: Builder,
+): string {
+  const groups = new Map<string, { sources: readonly CompositeSource[]; types: string[] }>();
+  for (const t of typeof resourceType === 'string' ? [resourceType] : resourceType) {
+    const sources = compositeSources(t, code) ?? [{ rows: code }];
+    const key = JSON.stringify(sources);
+    const g = groups.get(key);
+    if (g) g.types.push(t);
+    else groups.set(key, { sources, types: [t] });
+  }
+  const alts: string[] = [];
+  for (const { sources, types } of groups.values()) {
+    const ts: Types = groups.size === 1 ? resourceType : types.length === 1 ? (types[0] as string) : types;
+    for (const s of sources)
+      alts.push('rows' in s ? compositeRows(ts, s.rows, v, b) : ordinaryComponents(ts, s.ordinary, v, b));
+  }
+  return alts.join(' UNION ALL ');
+}
+
+/** The composite `code`'s own rows: each component under `<code>$<k>`, all of one element (`grp`). */
+function compositeRows(
+  resourceType: Types,
+  code: string,
   v: Extract<FilterValue, { kind: 'composite' }>,
   b: Builder,
 ): string {
@@ -303,7 +331,32 @@ function compositeCondition(
   const conds = v.parts.map((part, k) => {
     const x = aliases[k] as string;
     const sub: SearchFilter = { code: part.code, type: part.type, values: [part.value] };
-    return `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${x}.code = ${b.p(part.code)} AND ${valueCondition(sub, part.value, x, b)}`;
+    return `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${x}.code = ${b.p(`${code}$${k}`)} AND ${valueCondition(sub, part.value, x, b)}`;
+  });
+  return `SELECT ${first}.rid FROM ${from} WHERE ${conds.join(' AND ')}`;
+}
+
+/** Components on the resource itself: the ordinary rows of the parameters `codes` (one per component), by rid. */
+function ordinaryComponents(
+  resourceType: Types,
+  codes: readonly string[],
+  v: Extract<FilterValue, { kind: 'composite' }>,
+  b: Builder,
+): string {
+  const aliases = v.parts.map(() => b.alias('k'));
+  const first = aliases[0] as string;
+  const from = v.parts
+    .map((part, k) => {
+      const x = aliases[k] as string;
+      const table = `${TABLE[part.type] as string} ${x}`;
+      return k === 0 ? table : `JOIN ${table} ON ${x}.rid = ${first}.rid`;
+    })
+    .join(' ');
+  const conds = v.parts.map((part, k) => {
+    const x = aliases[k] as string;
+    const table = TABLE[part.type] as string;
+    const sub: SearchFilter = { code: codes[k] as string, type: part.type, values: [part.value] };
+    return `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${codeIs(b, x, table, resourceType, codes[k] as string)} AND ${valueCondition(sub, part.value, x, b)}`;
   });
   return `SELECT ${first}.rid FROM ${from} WHERE ${conds.join(' AND ')}`;
 }
@@ -406,7 +459,7 @@ function filterCondition(
   }
   if (f.type === 'composite') {
     const alts = f.values.flatMap((v) =>
-      v.kind === 'composite' ? [compositeCondition(resourceType, v, b)] : [],
+      v.kind === 'composite' ? [compositeCondition(resourceType, f.code, v, b)] : [],
     );
     return `${a}.rid IN (${alts.join(' UNION ALL ')})`;
   }

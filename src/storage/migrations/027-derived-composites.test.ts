@@ -1,0 +1,182 @@
+// Migration 027 on a database written by earlier versions: the `<code>$<k>` rows of the composites now read from other
+// rows (composite-sources.ts) are deleted, the other composites' rows stay, and every composite search answers as it
+// did before, on old and new resources alike.
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Queryable } from '../db.js';
+import { migrate, MIGRATIONS } from '../migrate.js';
+import { executeSearch } from '../../fhir/search/execute.js';
+import { writeIndex } from '../../fhir/search/index-writer.js';
+import { parseSearchRequest } from '../../fhir/search/parse.js';
+import type { Resource } from '../../fhir/types.js';
+import * as m027 from './027-derived-composites.js';
+import { derivedComposites } from '../../fhir/search/composite-sources.js';
+import { bareDatabases } from '../../../test/support/db.js';
+import { insertOldCompositeRows } from '../../../test/support/old-composite-rows.js';
+
+const databases = bareDatabases(2);
+
+const PROJECT = 'p027';
+const scope = { projectId: PROJECT };
+const LOINC = 'http://loinc.org';
+const SNOMED = 'http://snomed.info/sct';
+
+/** Stores resources and their index rows as store.ts does; answers their rids. */
+async function store(db: Queryable, resources: Resource[]): Promise<{ rid: number; resource: Resource }[]> {
+  const out: { rid: number; resource: Resource }[] = [];
+  for (const resource of resources) {
+    const r = await db.query<{ rid: string }>(
+      `INSERT INTO resources (resource_type, id, project_id, version_id, last_updated, content)
+       VALUES ($1, $2, $3, 1, now(), $4::json) RETURNING rid`,
+      [resource.resourceType, resource.id, PROJECT, JSON.stringify(resource)],
+    );
+    const rid = Number(r.rows[0]?.rid);
+    await writeIndex(db, [{ rid, resource }]);
+    out.push({ rid, resource });
+  }
+  return out;
+}
+
+const code = (c: string): object => ({ coding: [{ system: LOINC, code: c, display: `code ${c}` }] });
+const mmHg = (value: number): object => ({
+  value,
+  unit: 'mmHg',
+  system: 'http://unitsofmeasure.org',
+  code: 'mm[Hg]',
+});
+
+const bp = (id: string, systolic: number, diastolic: number): Resource => ({
+  resourceType: 'Observation',
+  id,
+  status: 'final',
+  code: code('85354-9'),
+  component: [
+    { code: code('8480-6'), valueQuantity: mmHg(systolic) },
+    { code: code('8462-4'), valueQuantity: mmHg(diastolic) },
+  ],
+});
+const single = (id: string, c: string, value: number): Resource => ({
+  resourceType: 'Observation',
+  id,
+  status: 'final',
+  code: code(c),
+  valueQuantity: mmHg(value),
+});
+const smoker = (id: string, answer: string): Resource => ({
+  resourceType: 'Observation',
+  id,
+  status: 'final',
+  code: code('72166-2'),
+  valueCodeableConcept: { coding: [{ system: SNOMED, code: answer }] },
+});
+const text = (id: string): Resource => ({
+  resourceType: 'Observation',
+  id,
+  status: 'final',
+  code: code('x-1'),
+  valueString: 'kept',
+});
+
+const ids = async (db: Queryable, query: Record<string, string>): Promise<string[]> => {
+  const r = await executeSearch(db, parseSearchRequest('Observation', query), scope);
+  return r.matches.map((e) => e.id as string).sort();
+};
+
+/** Composite searches and their answers, on the old resources (o*) and on one written after the migration (n*). */
+const SEARCHES: [Record<string, string>, string[]][] = [
+  [{ 'code-value-quantity': `${LOINC}|8480-6$gt125` }, ['n1', 'o3']],
+  [{ 'code-value-quantity': '8480-6$lt200' }, ['n1', 'o3', 'o4']],
+  [{ 'code-value-quantity': '8867-4$gt1' }, []],
+  [{ 'code-value-concept': `72166-2$${SNOMED}|8517006` }, ['o5']],
+  [{ 'code-value-concept': '72166-2$266919005,72166-2$8517006' }, ['o5', 'o6']],
+  // combo-: the Observation's own code and value, or one component's.
+  [{ 'combo-code-value-quantity': '8480-6$gt125' }, ['n1', 'n2', 'o1', 'o3']],
+  [{ 'combo-code-value-quantity': '8462-4$gt125' }, []],
+  [{ 'combo-code-value-quantity': '8462-4$90' }, ['o2']],
+  [{ 'combo-code-value-concept': '72166-2$266919005' }, ['o6']],
+  [{ 'component-code-value-quantity': '8480-6$gt125' }, ['n2', 'o1']],
+  [{ 'code-value-string': 'x-1$kept' }, ['o7']],
+];
+
+describe.each(databases)('migration 027 on $name', (database) => {
+  let cleanup: (() => Promise<void>) | undefined;
+  afterEach(async () => cleanup?.());
+
+  it('deletes the rows of composites read from other rows, and the searches answer as before', async () => {
+    const { db, drop } = await database.open();
+    cleanup = async () => {
+      await db.close();
+      await drop();
+    };
+    await migrate(
+      db,
+      MIGRATIONS.filter((m) => m.version < 27),
+    );
+    const old = await store(db, [
+      bp('o1', 130, 85),
+      bp('o2', 120, 90),
+      single('o3', '8480-6', 140),
+      single('o4', '8480-6', 110),
+      smoker('o5', '8517006'),
+      smoker('o6', '266919005'),
+      text('o7'),
+    ]);
+    // As the writer before migration 027 wrote them.
+    expect(await insertOldCompositeRows(db, old)).toBeGreaterThan(20);
+    const count = async (): Promise<Record<string, number>> => {
+      const r = await db.query<{ code: string; n: number }>(
+        `SELECT code, count(*)::int AS n FROM (SELECT code FROM sp_token WHERE grp IS NOT NULL
+         UNION ALL SELECT code FROM sp_quantity WHERE grp IS NOT NULL) x GROUP BY code ORDER BY code`,
+      );
+      return Object.fromEntries(r.rows.map((x) => [x.code, x.n]));
+    };
+    expect(await count()).toEqual({
+      'code-value-concept$0': 2,
+      'code-value-concept$1': 2,
+      'code-value-quantity$0': 2,
+      'code-value-quantity$1': 2,
+      'code-value-string$0': 1,
+      'combo-code-value-concept$0': 2,
+      'combo-code-value-concept$1': 2,
+      'combo-code-value-quantity$0': 6,
+      'combo-code-value-quantity$1': 6,
+      'component-code-value-quantity$0': 4,
+      'component-code-value-quantity$1': 4,
+    });
+    const answers = async (): Promise<[Record<string, string>, string[]][]> => {
+      const out: [Record<string, string>, string[]][] = [];
+      for (const [q] of SEARCHES) out.push([q, await ids(db, q)]);
+      return out;
+    };
+    const before = await answers();
+
+    expect(await migrate(db)).toEqual(MIGRATIONS.filter((m) => m.version >= 27).map((m) => m.version));
+    // Only the rows of the composites that are read from elsewhere are gone.
+    expect(await count()).toEqual({
+      'code-value-string$0': 1,
+      'component-code-value-quantity$0': 4,
+      'component-code-value-quantity$1': 4,
+    });
+    const string = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM sp_string WHERE grp IS NOT NULL`,
+    );
+    expect(string.rows[0]?.n).toBe(1);
+    // Answers unchanged by the migration (the new reader never read those rows).
+    expect(await answers()).toEqual(before);
+
+    // Written after it: no rows of those composites, and the same answers for old and new resources.
+    await store(db, [single('n1', '8480-6', 150), bp('n2', 128, 80)]);
+    expect(await count()).toEqual({
+      'code-value-string$0': 1,
+      'component-code-value-quantity$0': 6,
+      'component-code-value-quantity$1': 6,
+    });
+    for (const [q, expected] of SEARCHES) expect(await ids(db, q), JSON.stringify(q)).toEqual(expected);
+  });
+});
+
+describe('migration 027 codes', () => {
+  it('deletes the rows of exactly the composites the index writer no longer writes', () => {
+    const deleted = [...m027.sql.matchAll(/'([a-z-]+)\$(\d)'/g)].map((m) => m[1] as string);
+    expect([...new Set(deleted)].sort()).toEqual([...derivedComposites('Observation')].sort());
+  });
+});
