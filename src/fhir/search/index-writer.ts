@@ -11,6 +11,7 @@ import type { IndexValue } from './normalise.js';
 import { fullTextWords } from './full-text.js';
 import { lastnRows, type LastnRow } from './lastn-index.js';
 import { narrowerOf } from './reference-pairs.js';
+import { systemKey } from './system-key.js';
 
 interface Table {
   name: string;
@@ -49,7 +50,7 @@ const TABLES: Record<Kind, Table> = {
       r,
       t,
       c,
-      s: v.system,
+      s: systemKey(v.system),
       v: v.value,
       x: v.text,
     }),
@@ -93,7 +94,7 @@ const TABLES: Record<Kind, Table> = {
       t,
       c,
       v: v.value,
-      s: v.system,
+      s: systemKey(v.system),
       u: v.code,
       n: v.unit,
     }),
@@ -114,9 +115,9 @@ const TABLES: Record<Kind, Table> = {
       r,
       t,
       c,
-      s: v.system,
+      s: systemKey(v.system),
       v: v.value,
-      ts: v.typeSystem,
+      ts: systemKey(v.typeSystem),
       tc: v.typeCode,
     }),
   },

@@ -8,6 +8,7 @@ import { fullTextCondition, isFullTextFilter } from './full-text.js';
 import { patientCondition, referencedBy } from './patient-reach.js';
 import { narrowerOf, withNarrower } from './reference-pairs.js';
 import { compositeSources, type CompositeSource } from './composite-sources.js';
+import { systemKey } from './system-key.js';
 import type {
   FilterExpr,
   FilterValue,
@@ -212,7 +213,7 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
     case 'token': {
       const conds: string[] = [];
       if (v.system === '') conds.push(`${x}.system IS NULL`);
-      else if (v.system !== undefined) conds.push(`${x}.system = ${b.p(v.system)}`);
+      else if (v.system !== undefined) conds.push(`${x}.system = ${b.p(systemKey(v.system))}`);
       if (v.code !== undefined) conds.push(`${x}.value = ${b.p(v.code)}`);
       return conds.length ? `(${conds.join(' AND ')})` : 'TRUE';
     }
@@ -237,7 +238,7 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
       );
     case 'number': {
       const conds = [numberCondition(v, `${x}.value`, b)];
-      if (v.system) conds.push(`${x}.system = ${b.p(v.system)}`);
+      if (v.system) conds.push(`${x}.system = ${b.p(systemKey(v.system))}`);
       if (v.unit) {
         const u = b.p(v.unit);
         conds.push(v.system ? `${x}.unit_code = ${u}` : `(${x}.unit_code = ${u} OR ${x}.unit = ${u})`);
@@ -256,7 +257,7 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
       // One probe of the value index per (system, code) pair of the resolved value set or hierarchy.
       const pairs =
         `(${x}.value, ${x}.system) IN (SELECT u.c, u.s FROM unnest(${b.p(v.codes, 'text[]')}, ` +
-        `${b.p(v.systems, 'text[]')}) AS u(c, s))`;
+        `${b.p(v.systems.map(systemKey), 'text[]')}) AS u(c, s))`;
       // A `code` element's value has no system of its own: the code decides.
       if (!v.codeOnly) return pairs;
       return `(${pairs} OR (${x}.system IS NULL AND ${x}.value = ANY(${b.p(v.codes, 'text[]')})))`;
@@ -264,7 +265,7 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
     case 'of-type':
       return (
         `(${x}.value = ${b.p(v.value)} AND ${x}.type_code = ${b.p(v.typeCode)} ` +
-        `AND ${x}.type_system = ${b.p(v.typeSystem)})`
+        `AND ${x}.type_system = ${b.p(systemKey(v.typeSystem))})`
       );
     case 'identifier':
       return valueCondition(f, { kind: 'token', system: v.system, code: v.value }, x, b);

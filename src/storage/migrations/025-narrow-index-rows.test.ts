@@ -13,7 +13,7 @@ import { narrowerOf } from '../../fhir/search/reference-pairs.js';
 import { resourceTypes } from '../../fhir/search/registry.js';
 import * as m025 from './025-narrow-index-rows.js';
 import { bareDatabases } from '../../../test/support/db.js';
-import { insertOldCompositeRows } from '../../../test/support/old-composite-rows.js';
+import { insertOldCompositeRows, insertOldSystems } from '../../../test/support/old-index-rows.js';
 
 const databases = bareDatabases(2);
 
@@ -88,6 +88,8 @@ describe.each(databases)('migration 025 on $name', (database) => {
       db,
       stored.rows.map((r) => ({ rid: Number(r.rid), resource: JSON.parse(r.json) as Resource })),
     );
+    // And code systems as URIs (the writer before migration 027).
+    expect(await insertOldSystems(db)).toBeGreaterThan(0);
     const composite = await db.query(
       `UPDATE sp_token SET text_norm = 'body weight' WHERE grp IS NOT NULL AND code LIKE '%$0' RETURNING rid`,
     );

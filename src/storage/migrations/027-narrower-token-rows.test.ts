@@ -8,10 +8,15 @@ import { executeSearch } from '../../fhir/search/execute.js';
 import { writeIndex } from '../../fhir/search/index-writer.js';
 import { parseSearchRequest } from '../../fhir/search/parse.js';
 import type { Resource } from '../../fhir/types.js';
-import * as m027 from './027-derived-composites.js';
+import * as m027 from './027-narrower-token-rows.js';
 import { derivedComposites } from '../../fhir/search/composite-sources.js';
 import { bareDatabases } from '../../../test/support/db.js';
-import { insertOldCompositeRows } from '../../../test/support/old-composite-rows.js';
+import {
+  insertOldCompositeRows,
+  insertOldSystems,
+  systemOfKey,
+} from '../../../test/support/old-index-rows.js';
+import { SYSTEM_PREFIXES, systemKey } from '../../fhir/search/system-key.js';
 
 const databases = bareDatabases(2);
 
@@ -74,6 +79,14 @@ const text = (id: string): Resource => ({
   status: 'final',
   code: code('x-1'),
   valueString: 'kept',
+  identifier: [
+    {
+      system: 'urn:oid:1.2.3',
+      value: 'I-7',
+      type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'MR' }] },
+    },
+  ],
+  category: [{ coding: [{ system: '\u0004odd', code: 'c' }] }],
 });
 
 const ids = async (db: Queryable, query: Record<string, string>): Promise<string[]> => {
@@ -95,13 +108,23 @@ const SEARCHES: [Record<string, string>, string[]][] = [
   [{ 'combo-code-value-concept': '72166-2$266919005' }, ['o6']],
   [{ 'component-code-value-quantity': '8480-6$gt125' }, ['n2', 'o1']],
   [{ 'code-value-string': 'x-1$kept' }, ['o7']],
+  // Searches by code system.
+  [{ code: `${LOINC}|8480-6` }, ['n1', 'o3', 'o4']],
+  [{ code: `${LOINC}|` }, ['n1', 'n2', 'o1', 'o2', 'o3', 'o4', 'o5', 'o6', 'o7']],
+  [{ code: 'http://loinc.org/|8480-6' }, []],
+  [{ 'value-quantity': '140|http://unitsofmeasure.org|mm[Hg]' }, ['o3']],
+  [{ 'value-concept': `${SNOMED}|8517006` }, ['o5']],
+  [{ identifier: 'urn:oid:1.2.3|I-7' }, ['o7']],
+  [{ 'identifier:of-type': 'http://terminology.hl7.org/CodeSystem/v2-0203|MR|I-7' }, ['o7']],
+  [{ category: '\u0004odd|c' }, ['o7']],
+  [{ category: `${LOINC}|c` }, []],
 ];
 
 describe.each(databases)('migration 027 on $name', (database) => {
   let cleanup: (() => Promise<void>) | undefined;
   afterEach(async () => cleanup?.());
 
-  it('deletes the rows of composites read from other rows, and the searches answer as before', async () => {
+  it('deletes the rows of composites read from other rows, stores systems as keys, and searches find old and new rows', async () => {
     const { db, drop } = await database.open();
     cleanup = async () => {
       await db.close();
@@ -122,6 +145,17 @@ describe.each(databases)('migration 027 on $name', (database) => {
     ]);
     // As the writer before migration 027 wrote them.
     expect(await insertOldCompositeRows(db, old)).toBeGreaterThan(20);
+    expect(await insertOldSystems(db)).toBeGreaterThan(20);
+    const systems = async (): Promise<string[]> => {
+      const r = await db.query<{ s: string }>(
+        `SELECT system AS s FROM sp_token UNION SELECT system FROM sp_quantity UNION SELECT system FROM sp_identifier
+         UNION SELECT type_system FROM sp_identifier ORDER BY 1`,
+      );
+      return r.rows.map((x) => x.s).filter((x) => x !== null);
+    };
+    const raw = await systems();
+    expect(raw).toContain('http://loinc.org');
+    expect(raw).toContain('\u0004odd');
     const count = async (): Promise<Record<string, number>> => {
       const r = await db.query<{ code: string; n: number }>(
         `SELECT code, count(*)::int AS n FROM (SELECT code FROM sp_token WHERE grp IS NOT NULL
@@ -142,13 +176,6 @@ describe.each(databases)('migration 027 on $name', (database) => {
       'component-code-value-quantity$0': 4,
       'component-code-value-quantity$1': 4,
     });
-    const answers = async (): Promise<[Record<string, string>, string[]][]> => {
-      const out: [Record<string, string>, string[]][] = [];
-      for (const [q] of SEARCHES) out.push([q, await ids(db, q)]);
-      return out;
-    };
-    const before = await answers();
-
     expect(await migrate(db)).toEqual(MIGRATIONS.filter((m) => m.version >= 27).map((m) => m.version));
     // Only the rows of the composites that are read from elsewhere are gone.
     expect(await count()).toEqual({
@@ -160,8 +187,12 @@ describe.each(databases)('migration 027 on $name', (database) => {
       `SELECT count(*)::int AS n FROM sp_string WHERE grp IS NOT NULL`,
     );
     expect(string.rows[0]?.n).toBe(1);
-    // Answers unchanged by the migration (the new reader never read those rows).
-    expect(await answers()).toEqual(before);
+    // Code systems are stored as their keys.
+    expect(await systems()).toEqual(raw.map((x) => systemKey(x)).sort());
+    expect((await systems()).map(systemOfKey).sort()).toEqual(raw);
+    // The old resources are found as the searches say (the reader needs the migrated rows: it looks for keys).
+    for (const [q, expected] of SEARCHES)
+      expect(await ids(db, q), JSON.stringify(q)).toEqual(expected.filter((id) => id.startsWith('o')));
 
     // Written after it: no rows of those composites, and the same answers for old and new resources.
     await store(db, [single('n1', '8480-6', 150), bp('n2', 128, 80)]);
@@ -174,7 +205,42 @@ describe.each(databases)('migration 027 on $name', (database) => {
   });
 });
 
+describe.each(databases)('migration 027 system keys on $name', (database) => {
+  let cleanup: (() => Promise<void>) | undefined;
+  afterEach(async () => cleanup?.());
+
+  it('encodes as systemKey does', async () => {
+    const { db, drop } = await database.open();
+    cleanup = async () => {
+      await db.close();
+      await drop();
+    };
+    const samples = [
+      ...SYSTEM_PREFIXES,
+      ...SYSTEM_PREFIXES.map((p) => `${p}x/y`),
+      'http://loinc.orgx',
+      'HTTP://loinc.org',
+      'phone',
+      '',
+      '\u0001',
+      '\u001fa',
+      '\u0004odd',
+      'é://x',
+      'urn:uuid:1',
+    ];
+    const r = await db.query<{ k: string }>(
+      `SELECT ${m027.encoded('s')} AS k FROM unnest($1::text[]) WITH ORDINALITY AS u(s, n) ORDER BY n`,
+      [samples],
+    );
+    expect(r.rows.map((x) => x.k)).toEqual(samples.map((s) => systemKey(s)));
+  });
+});
+
 describe('migration 027 codes', () => {
+  it('encodes with the prefixes of system-key.ts', () => {
+    expect([...m027.PREFIXES]).toEqual(SYSTEM_PREFIXES.slice(0, m027.PREFIXES.length));
+  });
+
   it('deletes the rows of exactly the composites the index writer no longer writes', () => {
     const deleted = [...m027.sql.matchAll(/'([a-z-]+)\$(\d)'/g)].map((m) => m[1] as string);
     expect([...new Set(deleted)].sort()).toEqual([...derivedComposites('Observation')].sort());

@@ -1,9 +1,11 @@
-// The `<code>$<k>` rows that the index writer wrote before migration 027 for the composites now read from other rows
-// (src/fhir/search/composite-sources.ts): migration tests put them back to play a database written by older versions.
+// Index rows as the index writer wrote them before migration 027: the `<code>$<k>` rows of the composites now read
+// from other rows (src/fhir/search/composite-sources.ts), and code systems as URIs (src/fhir/search/system-key.ts).
+// Migration tests put them back to play a database written by older versions.
 import type { Queryable } from '../../src/storage/db.js';
 import { derivedComposites } from '../../src/fhir/search/composite-sources.js';
 import { compositeValuesOf } from '../../src/fhir/search/extract-composite.js';
 import { getSearchParam } from '../../src/fhir/search/registry.js';
+import { SYSTEM_PREFIXES } from '../../src/fhir/search/system-key.js';
 import type { Resource } from '../../src/fhir/types.js';
 
 /** Inserts those rows for each resource (by rid); answers how many. Token rows keep their display, as they did. */
@@ -34,6 +36,38 @@ export async function insertOldCompositeRows(
           else throw new Error(`unexpected ${v.t}`);
         }
       }
+    }
+  }
+  return n;
+}
+
+/** The URI a stored system key stands for (the inverse of system-key.ts's systemKey). */
+export function systemOfKey(key: string): string {
+  const c = key.charCodeAt(0);
+  if (c === 0x1f) return key.slice(1);
+  if (c >= 1 && c <= SYSTEM_PREFIXES.length) return (SYSTEM_PREFIXES[c - 1] as string) + key.slice(1);
+  return key;
+}
+
+/** Rewrites the stored system keys of the index to the URIs themselves, as the writer before migration 027 did. */
+export async function insertOldSystems(db: Queryable): Promise<number> {
+  let n = 0;
+  for (const [table, column] of [
+    ['sp_token', 'system'],
+    ['sp_quantity', 'system'],
+    ['sp_identifier', 'system'],
+    ['sp_identifier', 'type_system'],
+  ] as const) {
+    const rows = await db.query<{ k: string }>(
+      `SELECT DISTINCT ${column} AS k FROM ${table} WHERE ${column} IS NOT NULL`,
+    );
+    for (const { k } of rows.rows) {
+      if (systemOfKey(k) === k) continue;
+      const r = await db.query(`UPDATE ${table} SET ${column} = $1 WHERE ${column} = $2`, [
+        systemOfKey(k),
+        k,
+      ]);
+      n += r.rowCount ?? 0;
     }
   }
   return n;
