@@ -99,6 +99,28 @@ describe.runIf(postgres)(`composite plans on ${N} Observations on PostgreSQL`, (
     ]);
   });
 
+  it('writes no rows for union parameters (combo-code: code and component-code)', async () => {
+    const r = await db.query<{ n: number }>(
+      `SELECT (SELECT count(*) FROM sp_token WHERE code LIKE 'combo-%')::int
+            + (SELECT count(*) FROM sp_quantity WHERE code LIKE 'combo-%')::int AS n`,
+    );
+    expect(r.rows[0]?.n).toBe(0);
+  });
+
+  it('combo-code alone pages in rid order through the value index of each of its parts, merged', async () => {
+    const p = await plan({ 'combo-code': `${LOINC}|8480-6`, _count: '20' });
+    indexOnly(p.access.token, p.text);
+    expect(p.access.token.length, p.text).toBeGreaterThanOrEqual(2);
+    expect(p.text).toContain('sp_token_value');
+    expect(p.text).toMatch(/code = 'component-code'::text/);
+    expect(p.text).toMatch(/Limit/);
+    // The first 20 blood pressures (each has 8480-6 as a component), in the order they were written.
+    const first = Array.from({ length: 20 }, (_, k) => `co-${3 * k}`).sort();
+    expect(p.found).toEqual(first);
+    const both = await plan({ 'combo-code': `${LOINC}|7-1` });
+    expect(both.found).toEqual(expected((i) => i % 3 === 1 && i % 600 === 7));
+  });
+
   it('code-value-quantity reads the ordinary code rows through the token value index', async () => {
     const p = await plan({ 'code-value-quantity': `${LOINC}|7-1$lt12` });
     expect(p.access.token.length, p.text).toBe(1);

@@ -12,6 +12,7 @@ import { fullTextWords } from './full-text.js';
 import { lastnRows, type LastnRow } from './lastn-index.js';
 import { narrowerOf } from './reference-pairs.js';
 import { systemKey } from './system-key.js';
+import { unionOf } from './union-params.js';
 
 interface Table {
   name: string;
@@ -189,6 +190,8 @@ function collectRows(items: readonly IndexItem[]): Rows {
     const all = index?.length ? [...extractAll(resource), ...index] : extractAll(resource);
     const shared = sharedReferences(rt, all);
     for (const { code, values, grp } of all) {
+      // A union of other parameters (`combo-code`): its values are their rows (union-params.ts, migration 027).
+      if (grp === undefined && unionOf(rt, code)) continue;
       for (const v of values) {
         // Kept once, under the narrower parameter's code (reference-pairs.ts, migration 025).
         if (shared && v.t === 'reference' && grp === undefined && shared.has(`${code}\n${v.ref}`)) continue;

@@ -9,6 +9,7 @@ import { patientCondition, referencedBy } from './patient-reach.js';
 import { narrowerOf, withNarrower } from './reference-pairs.js';
 import { compositeSources, type CompositeSource } from './composite-sources.js';
 import { systemKey } from './system-key.js';
+import { unionOf } from './union-params.js';
 import type {
   FilterExpr,
   FilterValue,
@@ -96,8 +97,8 @@ function oneSlash(b: Builder, x: string): string {
 function codeIs(b: Builder, x: string, table: string, types: Types | '*', code: string): string {
   // Bound only where used: a parameter the text does not use has no type, and the statement fails.
   const plain = (): string => `${x}.code = ${b.p(code)}`;
-  if (table !== 'sp_reference') return plain();
   const list = types === '*' ? [...resourceTypes()] : typeof types === 'string' ? [types] : types;
+  if (table !== 'sp_reference') return unionCodeIs(b, x, list, code, typeof types === 'string') ?? plain();
   const byNarrow = new Map<string, string[]>();
   for (const t of list) {
     const narrow = narrowerOf(t).get(code);
@@ -113,6 +114,35 @@ function codeIs(b: Builder, x: string, table: string, types: Types | '*', code: 
 
 /** The resource type(s) a condition is about: one, or the group of a system-level search (search-system.ts). */
 type Types = string | readonly string[];
+
+/**
+ * The codes of a union parameter's rows (`combo-code`: `code` and `component-code`, union-params.ts, migration 027),
+ * for the types where it is one (over several types, the others keep their own code); undefined where it is none.
+ */
+function unionCodeIs(
+  b: Builder,
+  x: string,
+  types: readonly string[],
+  code: string,
+  oneType: boolean,
+): string | undefined {
+  const byParts = new Map<string, { parts: readonly string[]; types: string[] }>();
+  for (const t of types) {
+    const parts = unionOf(t, code);
+    if (!parts) continue;
+    const key = parts.join(' ');
+    const g = byParts.get(key);
+    if (g) g.types.push(t);
+    else byParts.set(key, { parts, types: [t] });
+  }
+  if (byParts.size === 0) return undefined;
+  const only = [...byParts.values()][0] as { parts: readonly string[] };
+  if (oneType) return `${x}.code = ANY(${b.p(only.parts, 'text[]')})`;
+  const alts = [...byParts.values()].map(
+    (g) => `(${x}.code = ANY(${b.p(g.parts, 'text[]')}) AND ${typeIs(b, `${x}.resource_type`, g.types)})`,
+  );
+  return `(${[`${x}.code = ${b.p(code)}`, ...alts].join(' OR ')})`;
+}
 
 /** `col` is the type, or one of the types. */
 function typeIs(b: Builder, col: string, t: Types): string {
@@ -749,7 +779,10 @@ function drivingFilter(req: SearchRequest, scope: AccessScope): SearchFilter | u
     return undefined;
   if (f.column || f.chain || f.has || f.missing !== undefined || f.values.length !== 1) return undefined;
   const v = f.values[0] as FilterValue;
-  if (v.kind === 'string') return f.modifier === undefined || f.modifier === 'exact' ? f : undefined;
+  if (v.kind === 'string')
+    return (f.modifier === undefined || f.modifier === 'exact') && !unionOf(req.resourceType, f.code)
+      ? f
+      : undefined;
   const systemAndCode = v.kind === 'token' && v.code !== undefined && !!v.system && f.modifier === undefined;
   return systemAndCode ? f : undefined;
 }
@@ -784,33 +817,45 @@ function drivenSql(req: SearchRequest, scope: AccessScope, f: SearchFilter, limi
   const where = whereClause(req, scope, b, f);
   const table = TABLE[f.type] as string;
   const rt = b.p(req.resourceType);
-  const code = b.p(f.code);
-  const test = (x: string): string =>
-    `${x}.resource_type = ${rt} AND ${x}.code = ${code} AND ${valueCondition(f, f.values[0] as FilterValue, x, b)}`;
+  // A union parameter (`combo-code`, union-params.ts) has its rows under its parts' codes: one walk per code, merged.
+  const parts = unionOf(req.resourceType, f.code);
+  const all = parts ? b.p(parts, 'text[]') : undefined;
   const keyed = f.type === 'string';
-  const conds = [
-    test('d'),
-    `NOT EXISTS (SELECT 1 FROM ${table} e WHERE e.rid = d.rid AND e.resource_type = d.resource_type ` +
-      `AND e.code = d.code AND ${earlierMatch(f, b)} OFFSET 0)`,
-    where,
-  ];
   // Forwards: ascending; a `before` cursor reads backwards.
   const back = req.cursor?.before === true;
   const [past, pastOrAt, ridPast, dir] = back ? ['~<~', '~<=~', '<', ' DESC'] : ['~>~', '~>=~', '>', ''];
-  if (req.cursor) {
-    const rid = `d.rid ${ridPast} ${b.p(req.cursor.rid, 'bigint')}`;
-    const v = keyed ? b.p(req.cursor.keys[0] ?? '') : '';
-    // `pastOrAt` alone bounds the index range; the rest resumes within the rows of the cursor's value.
-    conds.push(keyed ? `d.value_norm ${pastOrAt} ${v} AND (d.value_norm ${past} ${v} OR ${rid})` : rid);
-  }
-  const order = keyed ? `d.value_norm USING ${back ? '~>~' : '~<~'}, d.rid${dir}` : `d.rid${dir}`;
-  const text =
-    `SELECT r.rid, r.resource_type, r.id, ${contentText(req, b)} AS json, ${keyed ? 'd.value_norm' : "''"} AS k0 ` +
-    // Each index row's resource fetched by rid, in index order (OFFSET 0 keeps the join a nested loop: a merge
-    // join on rid would walk the resources table from its first row to reach rows added late).
-    `FROM ${table} d CROSS JOIN LATERAL (SELECT * FROM resources r0 WHERE r0.rid = d.rid OFFSET 0) r ` +
-    `WHERE ${conds.join(' AND ')} ` +
-    `ORDER BY ${order} LIMIT ${b.p(limit, 'int')}${offset(req, b)}`;
+  const walk = (code: string, rows: string): string => {
+    const test = `d.resource_type = ${rt} AND d.code = ${code} AND ${valueCondition(f, f.values[0] as FilterValue, 'd', b)}`;
+    // Each resource once: at its first matching row (of any of the union's codes).
+    const earlier = all
+      ? `e.code = ANY(${all}) AND ${earlierMatch(f, b).replace('e.ctid < d.ctid', '(e.code < d.code OR (e.code = d.code AND e.ctid < d.ctid))')}`
+      : `e.code = d.code AND ${earlierMatch(f, b)}`;
+    const conds = [
+      test,
+      `NOT EXISTS (SELECT 1 FROM ${table} e WHERE e.rid = d.rid AND e.resource_type = d.resource_type ` +
+        `AND ${earlier} OFFSET 0)`,
+      where,
+    ];
+    if (req.cursor) {
+      const rid = `d.rid ${ridPast} ${b.p(req.cursor.rid, 'bigint')}`;
+      const v = keyed ? b.p(req.cursor.keys[0] ?? '') : '';
+      // `pastOrAt` alone bounds the index range; the rest resumes within the rows of the cursor's value.
+      conds.push(keyed ? `d.value_norm ${pastOrAt} ${v} AND (d.value_norm ${past} ${v} OR ${rid})` : rid);
+    }
+    const order = keyed ? `d.value_norm USING ${back ? '~>~' : '~<~'}, d.rid${dir}` : `d.rid${dir}`;
+    return (
+      `SELECT r.rid, r.resource_type, r.id, ${contentText(req, b)} AS json, ${keyed ? 'd.value_norm' : "''"} AS k0 ` +
+      // Each index row's resource fetched by rid, in index order (OFFSET 0 keeps the join a nested loop: a merge
+      // join on rid would walk the resources table from its first row to reach rows added late).
+      `FROM ${table} d CROSS JOIN LATERAL (SELECT * FROM resources r0 WHERE r0.rid = d.rid OFFSET 0) r ` +
+      `WHERE ${conds.join(' AND ')} ORDER BY ${order} LIMIT ${rows}`
+    );
+  };
+  if (!parts) return { text: `${walk(b.p(f.code), b.p(limit, 'int'))}${offset(req, b)}`, values: b.values };
+  // Token rows only (drivingFilter): rid order. Each walk reads at most the page (and what `_offset` skips).
+  const rows = b.p(limit + (req.offset ?? 0), 'int');
+  const walks = parts.map((c) => `(${walk(b.p(c), rows)})`);
+  const text = `SELECT * FROM (${walks.join(' UNION ALL ')}) u ORDER BY u.rid${dir} LIMIT ${b.p(limit, 'int')}${offset(req, b)}`;
   return { text, values: b.values };
 }
 
@@ -930,6 +975,8 @@ export function sortWalkSql(
   // A reference parameter whose rows a narrower one shares (`subject` with `patient`, reference-pairs.ts) has its
   // values under two codes: the walk reads one code, so that sort keeps searchSql's order.
   if (table === 'sp_reference' && narrowerOf(req.resourceType).has(k.code)) return undefined;
+  // Likewise a union parameter (`combo-code`: `code` and `component-code` rows, union-params.ts).
+  if (unionOf(req.resourceType, k.code)) return undefined;
   const back = req.cursor?.before === true;
   // Reading order of the value column and of rid: forwards, the sort's own direction and rid ascending.
   const colDesc = back !== k.descending;

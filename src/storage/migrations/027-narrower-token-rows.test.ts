@@ -10,10 +10,13 @@ import { parseSearchRequest } from '../../fhir/search/parse.js';
 import type { Resource } from '../../fhir/types.js';
 import * as m027 from './027-narrower-token-rows.js';
 import { derivedComposites } from '../../fhir/search/composite-sources.js';
+import { resourceTypes, searchParamsOf } from '../../fhir/search/registry.js';
+import { unionOf } from '../../fhir/search/union-params.js';
 import { bareDatabases } from '../../../test/support/db.js';
 import {
   insertOldCompositeRows,
   insertOldSystems,
+  insertOldUnionRows,
   systemOfKey,
 } from '../../../test/support/old-index-rows.js';
 import { SYSTEM_PREFIXES, systemKey } from '../../fhir/search/system-key.js';
@@ -108,6 +111,17 @@ const SEARCHES: [Record<string, string>, string[]][] = [
   [{ 'combo-code-value-concept': '72166-2$266919005' }, ['o6']],
   [{ 'component-code-value-quantity': '8480-6$gt125' }, ['n2', 'o1']],
   [{ 'code-value-string': 'x-1$kept' }, ['o7']],
+  // Union parameters: the Observation's own or a component's code and value.
+  [{ 'combo-code': `${LOINC}|8480-6` }, ['n1', 'n2', 'o1', 'o2', 'o3', 'o4']],
+  [{ 'combo-code': '85354-9,72166-2' }, ['n2', 'o1', 'o2', 'o5', 'o6']],
+  [{ 'combo-code:text': 'code 8462' }, ['n2', 'o1', 'o2']],
+  [{ 'combo-code:missing': 'true' }, []],
+  [{ 'combo-code:not': '8480-6' }, ['o5', 'o6', 'o7']],
+  [{ 'combo-value-quantity': 'gt125' }, ['n1', 'n2', 'o1', 'o3']],
+  [{ 'combo-value-quantity:missing': 'true' }, ['o5', 'o6', 'o7']],
+  [{ 'combo-value-concept': '8517006' }, ['o5']],
+  [{ 'combo-code': `${LOINC}|8462-4`, _count: '1' }, ['o1']],
+  [{ 'combo-code': `${LOINC}|8480-6`, _sort: '-combo-code' }, ['n1', 'n2', 'o1', 'o2', 'o3', 'o4']],
   // Searches by code system.
   [{ code: `${LOINC}|8480-6` }, ['n1', 'o3', 'o4']],
   [{ code: `${LOINC}|` }, ['n1', 'n2', 'o1', 'o2', 'o3', 'o4', 'o5', 'o6', 'o7']],
@@ -145,7 +159,16 @@ describe.each(databases)('migration 027 on $name', (database) => {
     ]);
     // As the writer before migration 027 wrote them.
     expect(await insertOldCompositeRows(db, old)).toBeGreaterThan(20);
+    expect(await insertOldUnionRows(db, old)).toBeGreaterThan(10);
     expect(await insertOldSystems(db)).toBeGreaterThan(20);
+    const unions = async (): Promise<number> => {
+      const r = await db.query<{ n: number }>(
+        `SELECT (SELECT count(*) FROM sp_token WHERE code LIKE 'combo-%' AND grp IS NULL)::int
+              + (SELECT count(*) FROM sp_quantity WHERE code LIKE 'combo-%' AND grp IS NULL)::int AS n`,
+      );
+      return r.rows[0]?.n as number;
+    };
+    expect(await unions()).toBe(11 + 6 + 2); // combo-code, combo-value-quantity, combo-value-concept
     const systems = async (): Promise<string[]> => {
       const r = await db.query<{ s: string }>(
         `SELECT system AS s FROM sp_token UNION SELECT system FROM sp_quantity UNION SELECT system FROM sp_identifier
@@ -187,6 +210,7 @@ describe.each(databases)('migration 027 on $name', (database) => {
       `SELECT count(*)::int AS n FROM sp_string WHERE grp IS NOT NULL`,
     );
     expect(string.rows[0]?.n).toBe(1);
+    expect(await unions()).toBe(0);
     // Code systems are stored as their keys.
     expect(await systems()).toEqual(raw.map((x) => systemKey(x)).sort());
     expect((await systems()).map(systemOfKey).sort()).toEqual(raw);
@@ -237,6 +261,21 @@ describe.each(databases)('migration 027 system keys on $name', (database) => {
 });
 
 describe('migration 027 codes', () => {
+  it('deletes the rows of exactly the union parameters the index writer no longer writes', () => {
+    const found = [...resourceTypes()]
+      .flatMap((t) =>
+        searchParamsOf(t)
+          .filter((p) => unionOf(t, p.code))
+          .map((p) => `${t} ${p.code}`),
+      )
+      .sort();
+    const deleted = [...m027.sql.matchAll(/'(combo-[a-z-]+)'/g)]
+      .map((m) => `Observation ${m[1] as string}`)
+      .sort();
+    expect(found).toEqual(deleted);
+    expect(unionOf('Observation', 'combo-code')).toEqual(['code', 'component-code']);
+  });
+
   it('encodes with the prefixes of system-key.ts', () => {
     expect([...m027.PREFIXES]).toEqual(SYSTEM_PREFIXES.slice(0, m027.PREFIXES.length));
   });

@@ -4,6 +4,9 @@
 //   `value-quantity` and `value-concept` rows and, for an Observation's components, from the `component-code-value-*`
 //   rows (src/fhir/search/composite-sources.ts). Their own `<code>$<k>` rows (migration 010) are written no more; the
 //   existing ones are deleted here (each DELETE reads the value index's range of one (type, code) pair).
+// - Union parameters (src/fhir/search/union-params.ts): Observation's `combo-code`, `combo-value-quantity`,
+//   `combo-value-concept` and `combo-data-absent-reason` index exactly the values of `code` and `component-code`, ...:
+//   their rows are written no more (queries read the parts' codes) and are deleted here.
 // - Code system URIs are stored with a well-known prefix as one control character (src/fhir/search/system-key.ts):
 //   the existing values of sp_token, sp_identifier and sp_quantity are rewritten here (every row with such a system).
 // Both give the same answers. On an existing database the UPDATE writes a new version of most token rows (minutes and
@@ -47,6 +50,9 @@ DELETE FROM sp_token WHERE resource_type = 'Observation' AND code IN (
   'combo-code-value-quantity$0', 'combo-code-value-concept$0', 'combo-code-value-concept$1');
 DELETE FROM sp_quantity WHERE resource_type = 'Observation' AND code IN (
   'code-value-quantity$1', 'combo-code-value-quantity$1');
+DELETE FROM sp_token WHERE resource_type = 'Observation' AND code IN (
+  'combo-code', 'combo-value-concept', 'combo-data-absent-reason');
+DELETE FROM sp_quantity WHERE resource_type = 'Observation' AND code = 'combo-value-quantity';
 ${rewrite('sp_token', 'system')}
 ${rewrite('sp_quantity', 'system')}
 ${rewrite('sp_identifier', 'system')}
