@@ -161,10 +161,7 @@ function tests(base: string, token: string, ids: string[], obsIds: string[]): Ma
       'Observation?code=&_count=20',
       get(() => `Observation?code=http://loinc.org|${pick(CODES)[0]}&_count=20`),
     ],
-    [
-      'Observation?_sort=-date&_count=20',
-      get(() => `Observation?_sort=-date&_count=20`),
-    ],
+    ['Observation?_sort=-date&_count=20', get(() => `Observation?_sort=-date&_count=20`)],
     [
       'Observation?code=&_sort=-date&_count=20',
       get(() => `Observation?code=http://loinc.org|${pick(CODES)[0]}&_sort=-date&_count=20`),
