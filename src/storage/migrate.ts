@@ -27,6 +27,7 @@ import * as m023 from './migrations/023-index-backfill.js';
 import * as m024 from './migrations/024-history-past-versions.js';
 import * as m025 from './migrations/025-narrow-index-rows.js';
 import * as m026 from './migrations/026-sort-walk.js';
+import * as m027 from './migrations/027-narrower-token-rows.js';
 import * as m028 from './migrations/028-missing-index.js';
 
 export interface Migration {
@@ -62,6 +63,7 @@ export const MIGRATIONS: readonly Migration[] = [
   m024,
   m025,
   m026,
+  m027,
   m028,
 ];
 

@@ -122,6 +122,29 @@ function fixtures(ref: (kind: string, n: number) => string): [string, Json][] {
       },
     ]);
   }
+  // A SampledData value (no quantity) and components with a coded value (the combo- and component- composites).
+  out.push([
+    'observation',
+    {
+      resourceType: 'Observation',
+      status: 'final',
+      code: loinc('8867-4'),
+      valueSampledData: { origin: { value: 72 }, period: 1, dimensions: 1, data: '1 2' },
+    },
+  ]);
+  out.push([
+    'observation',
+    {
+      resourceType: 'Observation',
+      status: 'final',
+      code: loinc('72166-2'),
+      valueCodeableConcept: { coding: [{ system: SNOMED, code: '8517006' }] },
+      component: [
+        { code: loinc('8480-6'), valueCodeableConcept: { coding: [{ system: SNOMED, code: '260385009' }] } },
+        { code: loinc('8462-4'), valueQuantity: quantity(72, 'mm[Hg]') },
+      ],
+    },
+  ]);
   for (let i = 0; i < 5; i++) {
     out.push([
       'encounter',
@@ -227,6 +250,22 @@ const SEARCHES = [
   'Observation?component-code-value-quantity=http://loinc.org|8480-6$gt125',
   'Observation?component-code-value-quantity=http://loinc.org|8462-4$lt75,http://loinc.org|8480-6$130',
   'Observation?code-value-quantity=http://loinc.org|8867-4$lt80',
+  'Observation?code-value-quantity=8867-4$72',
+  'Observation?code-value-concept=http://loinc.org|72166-2$http://snomed.info/sct|8517006',
+  'Observation?code-value-concept=72166-2$260385009',
+  'Observation?combo-code-value-quantity=8480-6$gt115',
+  'Observation?combo-code-value-quantity=8462-4$72,8867-4$72',
+  'Observation?combo-code-value-concept=8480-6$260385009',
+  'Observation?combo-code-value-concept=http://loinc.org|$http://snomed.info/sct|',
+  'Observation?component-code-value-concept=8480-6$260385009',
+  'Observation?combo-code=8480-6',
+  'Observation?combo-code=http://loinc.org|8462-4',
+  'Observation?combo-code:not=8480-6',
+  'Observation?combo-code:text=heart',
+  'Observation?combo-value-quantity=gt100',
+  'Observation?combo-value-quantity=72|http://unitsofmeasure.org|mm[Hg]',
+  'Observation?combo-value-concept=260385009',
+  'Observation?combo-value-quantity:missing=true',
   'Observation?value-string=norm',
   'Observation?value-concept=http://snomed.info/sct|260385009',
   'Observation?category=vital-signs&_tag=vip',
@@ -342,6 +381,20 @@ describe.each(testDatabases())('subscription matching = search on $name', (datab
       ['status', fc.constantFrom('final', 'amended', 'preliminary')],
       ['code:text', fc.constantFrom('heart', 'blood', 'gluc')],
       ['component-code-value-quantity', component.map(([p, v]) => `${LOINC}|8480-6$${p}${v}`)],
+      ['combo-code-value-quantity', fc.tuple(token, prefix, numberValue).map(([t, p, v]) => `${t}$${p}${v}`)],
+      ['code-value-quantity', fc.tuple(token, prefix, numberValue).map(([t, p, v]) => `${t}$${p}${v}`)],
+      ['combo-code', token],
+      ['combo-code:not', token],
+      ['combo-value-quantity', fc.tuple(prefix, numberValue, unit).map(([p, v, u]) => `${p}${v}${u}`)],
+      [
+        'combo-code-value-concept',
+        fc
+          .tuple(
+            fc.constantFrom('8480-6', '72166-2', `${LOINC}|`, '8867-4'),
+            fc.constantFrom('260385009', '8517006', `${SNOMED}|`),
+          )
+          .map(([t, c]) => `${t}$${c}`),
+      ],
     ];
     // One parameter with one or two values (OR).
     const filter = fc.oneof(

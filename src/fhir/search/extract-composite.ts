@@ -3,6 +3,7 @@
 // `<code>$<k>` with the element's number `grp`, so that a search matches components of one element together.
 // https://hl7.org/fhir/R4/search.html#composite
 import type { Resource } from '../types.js';
+import { derivedComposites } from './composite-sources.js';
 import { fhirpathEvaluator } from './extract.js';
 import { toIndexValues, type IndexValue } from './normalise.js';
 import { searchParamsOf, splitUnion, type SearchParamInfo } from './registry.js';
@@ -52,10 +53,15 @@ function compositesOf(resourceType: string): readonly SearchParamInfo[] {
   return list;
 }
 
-/** The composite index values of a resource. */
+/**
+ * The composite index values of a resource: those of composites read from other rows (composite-sources.ts) are not
+ * written.
+ */
 export function compositeValues(resource: Resource): ExtractedValues[] {
   const out: ExtractedValues[] = [];
-  for (const param of compositesOf(resource.resourceType)) compositeValuesOf(resource, param, out);
+  const derived = derivedComposites(resource.resourceType);
+  for (const param of compositesOf(resource.resourceType))
+    if (!derived.has(param.code)) compositeValuesOf(resource, param, out);
   return out;
 }
 

@@ -12,6 +12,8 @@ import { fullTextWords } from './full-text.js';
 import { lastnRows, type LastnRow } from './lastn-index.js';
 import { narrowerOf } from './reference-pairs.js';
 import { absentIdsOf } from './missing.js';
+import { systemKey } from './system-key.js';
+import { unionOf } from './union-params.js';
 
 interface Table {
   name: string;
@@ -51,7 +53,7 @@ const TABLES: Record<Kind, Table> = {
       r,
       t,
       c,
-      s: v.system,
+      s: systemKey(v.system),
       v: v.value,
       x: v.text,
     }),
@@ -95,7 +97,7 @@ const TABLES: Record<Kind, Table> = {
       t,
       c,
       v: v.value,
-      s: v.system,
+      s: systemKey(v.system),
       u: v.code,
       n: v.unit,
     }),
@@ -116,9 +118,9 @@ const TABLES: Record<Kind, Table> = {
       r,
       t,
       c,
-      s: v.system,
+      s: systemKey(v.system),
       v: v.value,
-      ts: v.typeSystem,
+      ts: systemKey(v.typeSystem),
       tc: v.typeCode,
     }),
   },
@@ -209,6 +211,8 @@ function collectRows(items: readonly IndexItem[]): Rows {
     const all = index?.length ? [...extractAll(resource), ...index] : extractAll(resource);
     const shared = sharedReferences(rt, all);
     for (const { code, values, grp } of all) {
+      // A union of other parameters (`combo-code`): its values are their rows (union-params.ts, migration 027).
+      if (grp === undefined && unionOf(rt, code)) continue;
       for (const v of values) {
         // Kept once, under the narrower parameter's code (reference-pairs.ts, migration 025).
         if (shared && v.t === 'reference' && grp === undefined && shared.has(`${code}\n${v.ref}`)) continue;

@@ -3,6 +3,7 @@
 // resource of the type. https://hl7.org/fhir/R4/search.html#modifiers
 import { paramIds } from '../../storage/migrations/028-param-codes.js';
 import type { FilterValue } from './request.js';
+import { systemKey } from './system-key.js';
 
 /** The index table of absences, named as the index backfill names it (migration 023). */
 export const MISSING_TABLE = 'sp_missing';
@@ -57,7 +58,7 @@ export function otherTokenRanges(
   for (const code of sorted) {
     const systems = codes.get(code);
     if (systems === 'any' || systems === undefined) continue;
-    const named = [...systems].filter((s) => s !== '');
+    const named = [...systems].filter((s) => s !== '').map((s) => systemKey(s));
     const same = `${x}.value = ${bind(code)}`;
     for (const r of around(`${x}.system`, named, bind)) out.push(`${same} AND ${r}`);
     if (!systems.has('')) out.push(`${same} AND ${x}.system IS NULL`);

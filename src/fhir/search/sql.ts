@@ -8,6 +8,9 @@ import { fullTextCondition, isFullTextFilter } from './full-text.js';
 import { patientCondition, referencedBy } from './patient-reach.js';
 import { narrowerOf, withNarrower } from './reference-pairs.js';
 import { absentIdOf, MISSING_TABLE, otherTokenRanges } from './missing.js';
+import { compositeSources, type CompositeSource } from './composite-sources.js';
+import { systemKey } from './system-key.js';
+import { unionOf } from './union-params.js';
 import type {
   FilterExpr,
   FilterValue,
@@ -95,8 +98,8 @@ function oneSlash(b: Builder, x: string): string {
 function codeIs(b: Builder, x: string, table: string, types: Types | '*', code: string): string {
   // Bound only where used: a parameter the text does not use has no type, and the statement fails.
   const plain = (): string => `${x}.code = ${b.p(code)}`;
-  if (table !== 'sp_reference') return plain();
   const list = types === '*' ? [...resourceTypes()] : typeof types === 'string' ? [types] : types;
+  if (table !== 'sp_reference') return unionCodeIs(b, x, list, code, typeof types === 'string') ?? plain();
   const byNarrow = new Map<string, string[]>();
   for (const t of list) {
     const narrow = narrowerOf(t).get(code);
@@ -112,6 +115,35 @@ function codeIs(b: Builder, x: string, table: string, types: Types | '*', code: 
 
 /** The resource type(s) a condition is about: one, or the group of a system-level search (search-system.ts). */
 type Types = string | readonly string[];
+
+/**
+ * The codes of a union parameter's rows (`combo-code`: `code` and `component-code`, union-params.ts, migration 027),
+ * for the types where it is one (over several types, the others keep their own code); undefined where it is none.
+ */
+function unionCodeIs(
+  b: Builder,
+  x: string,
+  types: readonly string[],
+  code: string,
+  oneType: boolean,
+): string | undefined {
+  const byParts = new Map<string, { parts: readonly string[]; types: string[] }>();
+  for (const t of types) {
+    const parts = unionOf(t, code);
+    if (!parts) continue;
+    const key = parts.join(' ');
+    const g = byParts.get(key);
+    if (g) g.types.push(t);
+    else byParts.set(key, { parts, types: [t] });
+  }
+  if (byParts.size === 0) return undefined;
+  const only = [...byParts.values()][0] as { parts: readonly string[] };
+  if (oneType) return `${x}.code = ANY(${b.p(only.parts, 'text[]')})`;
+  const alts = [...byParts.values()].map(
+    (g) => `(${x}.code = ANY(${b.p(g.parts, 'text[]')}) AND ${typeIs(b, `${x}.resource_type`, g.types)})`,
+  );
+  return `(${[`${x}.code = ${b.p(code)}`, ...alts].join(' OR ')})`;
+}
 
 /** `col` is the type, or one of the types. */
 function typeIs(b: Builder, col: string, t: Types): string {
@@ -212,7 +244,7 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
     case 'token': {
       const conds: string[] = [];
       if (v.system === '') conds.push(`${x}.system IS NULL`);
-      else if (v.system !== undefined) conds.push(`${x}.system = ${b.p(v.system)}`);
+      else if (v.system !== undefined) conds.push(`${x}.system = ${b.p(systemKey(v.system))}`);
       if (v.code !== undefined) conds.push(`${x}.value = ${b.p(v.code)}`);
       return conds.length ? `(${conds.join(' AND ')})` : 'TRUE';
     }
@@ -237,7 +269,7 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
       );
     case 'number': {
       const conds = [numberCondition(v, `${x}.value`, b)];
-      if (v.system) conds.push(`${x}.system = ${b.p(v.system)}`);
+      if (v.system) conds.push(`${x}.system = ${b.p(systemKey(v.system))}`);
       if (v.unit) {
         const u = b.p(v.unit);
         conds.push(v.system ? `${x}.unit_code = ${u}` : `(${x}.unit_code = ${u} OR ${x}.unit = ${u})`);
@@ -256,7 +288,7 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
       // One probe of the value index per (system, code) pair of the resolved value set or hierarchy.
       const pairs =
         `(${x}.value, ${x}.system) IN (SELECT u.c, u.s FROM unnest(${b.p(v.codes, 'text[]')}, ` +
-        `${b.p(v.systems, 'text[]')}) AS u(c, s))`;
+        `${b.p(v.systems.map(systemKey), 'text[]')}) AS u(c, s))`;
       // A `code` element's value has no system of its own: the code decides.
       if (!v.codeOnly) return pairs;
       return `(${pairs} OR (${x}.system IS NULL AND ${x}.value = ANY(${b.p(v.codes, 'text[]')})))`;
@@ -264,7 +296,7 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
     case 'of-type':
       return (
         `(${x}.value = ${b.p(v.value)} AND ${x}.type_code = ${b.p(v.typeCode)} ` +
-        `AND ${x}.type_system = ${b.p(v.typeSystem)})`
+        `AND ${x}.type_system = ${b.p(systemKey(v.typeSystem))})`
       );
     case 'identifier':
       return valueCondition(f, { kind: 'token', system: v.system, code: v.value }, x, b);
@@ -284,11 +316,38 @@ function valueCondition(f: SearchFilter, v: FilterValue, x: string, b: Builder):
 }
 
 /**
- * A composite value: one index row per component (code `<param>$<k>`), all of the same element (`grp`), written by
- * extract.ts for each element the composite's expression finds (https://hl7.org/fhir/R4/search.html#composite).
+ * A composite value (https://hl7.org/fhir/R4/search.html#composite): its components found on one element. Read from
+ * the composite's own rows (one per component, code `<param>$<k>`, all of the same element `grp`, written by
+ * extract-composite.ts), or where composite-sources.ts says so from the resource's ordinary rows and another
+ * composite's rows. Types whose composite reads the same rows share one query.
  */
 function compositeCondition(
   resourceType: Types,
+  code: string,
+  v: Extract<FilterValue, { kind: 'composite' }>,
+  b: Builder,
+): string {
+  const groups = new Map<string, { sources: readonly CompositeSource[]; types: string[] }>();
+  for (const t of typeof resourceType === 'string' ? [resourceType] : resourceType) {
+    const sources = compositeSources(t, code) ?? [{ rows: code }];
+    const key = JSON.stringify(sources);
+    const g = groups.get(key);
+    if (g) g.types.push(t);
+    else groups.set(key, { sources, types: [t] });
+  }
+  const alts: string[] = [];
+  for (const { sources, types } of groups.values()) {
+    const ts: Types = groups.size === 1 ? resourceType : types.length === 1 ? (types[0] as string) : types;
+    for (const s of sources)
+      alts.push('rows' in s ? compositeRows(ts, s.rows, v, b) : ordinaryComponents(ts, s.ordinary, v, b));
+  }
+  return alts.join(' UNION ALL ');
+}
+
+/** The composite `code`'s own rows: each component under `<code>$<k>`, all of one element (`grp`). */
+function compositeRows(
+  resourceType: Types,
+  code: string,
   v: Extract<FilterValue, { kind: 'composite' }>,
   b: Builder,
 ): string {
@@ -304,7 +363,32 @@ function compositeCondition(
   const conds = v.parts.map((part, k) => {
     const x = aliases[k] as string;
     const sub: SearchFilter = { code: part.code, type: part.type, values: [part.value] };
-    return `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${x}.code = ${b.p(part.code)} AND ${valueCondition(sub, part.value, x, b)}`;
+    return `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${x}.code = ${b.p(`${code}$${k}`)} AND ${valueCondition(sub, part.value, x, b)}`;
+  });
+  return `SELECT ${first}.rid FROM ${from} WHERE ${conds.join(' AND ')}`;
+}
+
+/** Components on the resource itself: the ordinary rows of the parameters `codes` (one per component), by rid. */
+function ordinaryComponents(
+  resourceType: Types,
+  codes: readonly string[],
+  v: Extract<FilterValue, { kind: 'composite' }>,
+  b: Builder,
+): string {
+  const aliases = v.parts.map(() => b.alias('k'));
+  const first = aliases[0] as string;
+  const from = v.parts
+    .map((part, k) => {
+      const x = aliases[k] as string;
+      const table = `${TABLE[part.type] as string} ${x}`;
+      return k === 0 ? table : `JOIN ${table} ON ${x}.rid = ${first}.rid`;
+    })
+    .join(' ');
+  const conds = v.parts.map((part, k) => {
+    const x = aliases[k] as string;
+    const table = TABLE[part.type] as string;
+    const sub: SearchFilter = { code: codes[k] as string, type: part.type, values: [part.value] };
+    return `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${codeIs(b, x, table, resourceType, codes[k] as string)} AND ${valueCondition(sub, part.value, x, b)}`;
   });
   return `SELECT ${first}.rid FROM ${from} WHERE ${conds.join(' AND ')}`;
 }
@@ -407,7 +491,7 @@ function filterCondition(
   }
   if (f.type === 'composite') {
     const alts = f.values.flatMap((v) =>
-      v.kind === 'composite' ? [compositeCondition(resourceType, v, b)] : [],
+      v.kind === 'composite' ? [compositeCondition(resourceType, f.code, v, b)] : [],
     );
     return `${a}.rid IN (${alts.join(' UNION ALL ')})`;
   }
@@ -739,7 +823,10 @@ function drivingFilter(req: SearchRequest, scope: AccessScope): SearchFilter | u
     return undefined;
   if (f.column || f.chain || f.has || f.missing !== undefined || f.values.length !== 1) return undefined;
   const v = f.values[0] as FilterValue;
-  if (v.kind === 'string') return f.modifier === undefined || f.modifier === 'exact' ? f : undefined;
+  if (v.kind === 'string')
+    return (f.modifier === undefined || f.modifier === 'exact') && !unionOf(req.resourceType, f.code)
+      ? f
+      : undefined;
   const systemAndCode = v.kind === 'token' && v.code !== undefined && !!v.system && f.modifier === undefined;
   return systemAndCode ? f : undefined;
 }
@@ -774,33 +861,45 @@ function drivenSql(req: SearchRequest, scope: AccessScope, f: SearchFilter, limi
   const where = whereClause(req, scope, b, f);
   const table = TABLE[f.type] as string;
   const rt = b.p(req.resourceType);
-  const code = b.p(f.code);
-  const test = (x: string): string =>
-    `${x}.resource_type = ${rt} AND ${x}.code = ${code} AND ${valueCondition(f, f.values[0] as FilterValue, x, b)}`;
+  // A union parameter (`combo-code`, union-params.ts) has its rows under its parts' codes: one walk per code, merged.
+  const parts = unionOf(req.resourceType, f.code);
+  const all = parts ? b.p(parts, 'text[]') : undefined;
   const keyed = f.type === 'string';
-  const conds = [
-    test('d'),
-    `NOT EXISTS (SELECT 1 FROM ${table} e WHERE e.rid = d.rid AND e.resource_type = d.resource_type ` +
-      `AND e.code = d.code AND ${earlierMatch(f, b)} OFFSET 0)`,
-    where,
-  ];
   // Forwards: ascending; a `before` cursor reads backwards.
   const back = req.cursor?.before === true;
   const [past, pastOrAt, ridPast, dir] = back ? ['~<~', '~<=~', '<', ' DESC'] : ['~>~', '~>=~', '>', ''];
-  if (req.cursor) {
-    const rid = `d.rid ${ridPast} ${b.p(req.cursor.rid, 'bigint')}`;
-    const v = keyed ? b.p(req.cursor.keys[0] ?? '') : '';
-    // `pastOrAt` alone bounds the index range; the rest resumes within the rows of the cursor's value.
-    conds.push(keyed ? `d.value_norm ${pastOrAt} ${v} AND (d.value_norm ${past} ${v} OR ${rid})` : rid);
-  }
-  const order = keyed ? `d.value_norm USING ${back ? '~>~' : '~<~'}, d.rid${dir}` : `d.rid${dir}`;
-  const text =
-    `SELECT r.rid, r.resource_type, r.id, ${contentText(req, b)} AS json, ${keyed ? 'd.value_norm' : "''"} AS k0 ` +
-    // Each index row's resource fetched by rid, in index order (OFFSET 0 keeps the join a nested loop: a merge
-    // join on rid would walk the resources table from its first row to reach rows added late).
-    `FROM ${table} d CROSS JOIN LATERAL (SELECT * FROM resources r0 WHERE r0.rid = d.rid OFFSET 0) r ` +
-    `WHERE ${conds.join(' AND ')} ` +
-    `ORDER BY ${order} LIMIT ${b.p(limit, 'int')}${offset(req, b)}`;
+  const walk = (code: string, rows: string): string => {
+    const test = `d.resource_type = ${rt} AND d.code = ${code} AND ${valueCondition(f, f.values[0] as FilterValue, 'd', b)}`;
+    // Each resource once: at its first matching row (of any of the union's codes).
+    const earlier = all
+      ? `e.code = ANY(${all}) AND ${earlierMatch(f, b).replace('e.ctid < d.ctid', '(e.code < d.code OR (e.code = d.code AND e.ctid < d.ctid))')}`
+      : `e.code = d.code AND ${earlierMatch(f, b)}`;
+    const conds = [
+      test,
+      `NOT EXISTS (SELECT 1 FROM ${table} e WHERE e.rid = d.rid AND e.resource_type = d.resource_type ` +
+        `AND ${earlier} OFFSET 0)`,
+      where,
+    ];
+    if (req.cursor) {
+      const rid = `d.rid ${ridPast} ${b.p(req.cursor.rid, 'bigint')}`;
+      const v = keyed ? b.p(req.cursor.keys[0] ?? '') : '';
+      // `pastOrAt` alone bounds the index range; the rest resumes within the rows of the cursor's value.
+      conds.push(keyed ? `d.value_norm ${pastOrAt} ${v} AND (d.value_norm ${past} ${v} OR ${rid})` : rid);
+    }
+    const order = keyed ? `d.value_norm USING ${back ? '~>~' : '~<~'}, d.rid${dir}` : `d.rid${dir}`;
+    return (
+      `SELECT r.rid, r.resource_type, r.id, ${contentText(req, b)} AS json, ${keyed ? 'd.value_norm' : "''"} AS k0 ` +
+      // Each index row's resource fetched by rid, in index order (OFFSET 0 keeps the join a nested loop: a merge
+      // join on rid would walk the resources table from its first row to reach rows added late).
+      `FROM ${table} d CROSS JOIN LATERAL (SELECT * FROM resources r0 WHERE r0.rid = d.rid OFFSET 0) r ` +
+      `WHERE ${conds.join(' AND ')} ORDER BY ${order} LIMIT ${rows}`
+    );
+  };
+  if (!parts) return { text: `${walk(b.p(f.code), b.p(limit, 'int'))}${offset(req, b)}`, values: b.values };
+  // Token rows only (drivingFilter): rid order. Each walk reads at most the page (and what `_offset` skips).
+  const rows = b.p(limit + (req.offset ?? 0), 'int');
+  const walks = parts.map((c) => `(${walk(b.p(c), rows)})`);
+  const text = `SELECT * FROM (${walks.join(' UNION ALL ')}) u ORDER BY u.rid${dir} LIMIT ${b.p(limit, 'int')}${offset(req, b)}`;
   return { text, values: b.values };
 }
 
@@ -920,6 +1019,8 @@ export function sortWalkSql(
   // A reference parameter whose rows a narrower one shares (`subject` with `patient`, reference-pairs.ts) has its
   // values under two codes: the walk reads one code, so that sort keeps searchSql's order.
   if (table === 'sp_reference' && narrowerOf(req.resourceType).has(k.code)) return undefined;
+  // Likewise a union parameter (`combo-code`: `code` and `component-code` rows, union-params.ts).
+  if (unionOf(req.resourceType, k.code)) return undefined;
   const back = req.cursor?.before === true;
   // Reading order of the value column and of rid: forwards, the sort's own direction and rid ascending.
   const colDesc = back !== k.descending;

@@ -13,6 +13,7 @@ import { narrowerOf } from '../../fhir/search/reference-pairs.js';
 import { resourceTypes } from '../../fhir/search/registry.js';
 import * as m025 from './025-narrow-index-rows.js';
 import { bareDatabases } from '../../../test/support/db.js';
+import { insertOldCompositeRows, insertOldSystems } from '../../../test/support/old-index-rows.js';
 
 const databases = bareDatabases(2);
 
@@ -83,6 +84,16 @@ describe.each(databases)('migration 025 on $name', (database) => {
       `UPDATE sp_reference SET target_type = split_part(ref, '/', 1),
          target_id = CASE WHEN ref LIKE '%/%/%' THEN NULL ELSE split_part(ref, '/', 2) END`,
     );
+    // The composite rows that the writer wrote before migration 027 (its own `code-value-quantity` rows).
+    const stored = await db.query<{ rid: string; json: string }>(
+      `SELECT rid, content::text AS json FROM resources WHERE resource_type = 'Observation'`,
+    );
+    await insertOldCompositeRows(
+      db,
+      stored.rows.map((r) => ({ rid: Number(r.rid), resource: JSON.parse(r.json) as Resource })),
+    );
+    // And code systems as URIs (the writer before migration 027).
+    expect(await insertOldSystems(db)).toBeGreaterThan(0);
     const composite = await db.query(
       `UPDATE sp_token SET text_norm = 'body weight' WHERE grp IS NOT NULL AND code LIKE '%$0' RETURNING rid`,
     );
