@@ -351,21 +351,10 @@ function compositeRows(
   v: Extract<FilterValue, { kind: 'composite' }>,
   b: Builder,
 ): string {
-  const aliases = v.parts.map(() => b.alias('k'));
-  const first = aliases[0] as string;
-  const from = v.parts
-    .map((part, k) => {
-      const x = aliases[k] as string;
-      const table = `${TABLE[part.type] as string} ${x}`;
-      return k === 0 ? table : `JOIN ${table} ON ${x}.rid = ${first}.rid AND ${x}.grp = ${first}.grp`;
-    })
-    .join(' ');
-  const conds = v.parts.map((part, k) => {
-    const x = aliases[k] as string;
-    const sub: SearchFilter = { code: part.code, type: part.type, values: [part.value] };
-    return `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${x}.code = ${b.p(`${code}$${k}`)} AND ${valueCondition(sub, part.value, x, b)}`;
+  return componentsJoin(resourceType, v, b, {
+    sameElement: (x, first) => ` AND ${x}.grp = ${first}.grp`,
+    code: (k, x) => ({ name: part(v, k).code, cond: `${x}.code = ${b.p(`${code}$${k}`)}` }),
   });
-  return `SELECT ${first}.rid FROM ${from} WHERE ${conds.join(' AND ')}`;
 }
 
 /** Components on the resource itself: the ordinary rows of the parameters `codes` (one per component), by rid. */
@@ -375,20 +364,46 @@ function ordinaryComponents(
   v: Extract<FilterValue, { kind: 'composite' }>,
   b: Builder,
 ): string {
+  return componentsJoin(resourceType, v, b, {
+    sameElement: () => '',
+    code: (k, x) => {
+      const name = codes[k] as string;
+      const table = TABLE[part(v, k).type] as string;
+      return { name, cond: codeIs(b, x, table, resourceType, name) };
+    },
+  });
+}
+
+const part = (v: Extract<FilterValue, { kind: 'composite' }>, k: number) =>
+  v.parts[k] as (typeof v.parts)[number];
+
+/**
+ * One row per component joined by rid (and by `sameElement`), each row of its component's code (`code(k, alias)`: the
+ * parameter whose value condition applies, and the SQL that picks its rows) matching the component's value.
+ */
+function componentsJoin(
+  resourceType: Types,
+  v: Extract<FilterValue, { kind: 'composite' }>,
+  b: Builder,
+  how: {
+    sameElement: (x: string, first: string) => string;
+    code: (k: number, x: string) => { name: string; cond: string };
+  },
+): string {
   const aliases = v.parts.map(() => b.alias('k'));
   const first = aliases[0] as string;
   const from = v.parts
-    .map((part, k) => {
+    .map((p, k) => {
       const x = aliases[k] as string;
-      const table = `${TABLE[part.type] as string} ${x}`;
-      return k === 0 ? table : `JOIN ${table} ON ${x}.rid = ${first}.rid`;
+      const table = `${TABLE[p.type] as string} ${x}`;
+      return k === 0 ? table : `JOIN ${table} ON ${x}.rid = ${first}.rid${how.sameElement(x, first)}`;
     })
     .join(' ');
-  const conds = v.parts.map((part, k) => {
+  const conds = v.parts.map((p, k) => {
     const x = aliases[k] as string;
-    const table = TABLE[part.type] as string;
-    const sub: SearchFilter = { code: codes[k] as string, type: part.type, values: [part.value] };
-    return `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${codeIs(b, x, table, resourceType, codes[k] as string)} AND ${valueCondition(sub, part.value, x, b)}`;
+    const { name, cond } = how.code(k, x);
+    const sub: SearchFilter = { code: name, type: p.type, values: [p.value] };
+    return `${typeIs(b, `${x}.resource_type`, resourceType)} AND ${cond} AND ${valueCondition(sub, p.value, x, b)}`;
   });
   return `SELECT ${first}.rid FROM ${from} WHERE ${conds.join(' AND ')}`;
 }
