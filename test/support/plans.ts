@@ -24,6 +24,10 @@ interface PlanNode {
   'Node Type': string;
   'Relation Name'?: string;
   'Index Name'?: string;
+  'Actual Rows'?: number;
+  'Actual Loops'?: number;
+  'Rows Removed by Filter'?: number;
+  'Rows Removed by Index Recheck'?: number;
   Plans?: PlanNode[];
 }
 
@@ -37,4 +41,22 @@ export async function tableAccess(db: Db, r: Recorded, table: string): Promise<s
   return nodes(plan[0]?.Plan as PlanNode)
     .filter((n) => n['Relation Name'] === table)
     .map((n) => `${n['Node Type']}${n['Index Name'] ? ` ${n['Index Name']}` : ''}`);
+}
+
+/** Rows the plan of `r` read from `table` (EXPLAIN ANALYZE): returned plus removed by a filter, over every loop. */
+export async function rowsRead(db: Db, r: Recorded, table: string): Promise<number> {
+  const res = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${r.sql}`, r.params);
+  const raw = res.rows[0]?.['QUERY PLAN'];
+  const plan = (typeof raw === 'string' ? JSON.parse(raw) : raw) as { Plan: PlanNode }[];
+  return nodes(plan[0]?.Plan as PlanNode)
+    .filter((n) => n['Relation Name'] === table)
+    .reduce(
+      (sum, n) =>
+        sum +
+        ((n['Actual Rows'] ?? 0) +
+          (n['Rows Removed by Filter'] ?? 0) +
+          (n['Rows Removed by Index Recheck'] ?? 0)) *
+          (n['Actual Loops'] ?? 1),
+      0,
+    );
 }

@@ -4,7 +4,7 @@
 // all). Answers are checked too. On PGlite and PostgreSQL.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabases } from '../../../test/support/db.js';
-import { recordQueries, type Recorded } from '../../../test/support/plans.js';
+import { recordQueries, rowsRead } from '../../../test/support/plans.js';
 import type { Db, Queryable } from '../../storage/db.js';
 import type { AccessScope, Resource } from '../types.js';
 import { executeSearch } from './execute.js';
@@ -46,30 +46,6 @@ async function insert(db: Db, resources: Resource[], project: string): Promise<v
       resources.map((resource) => ({ rid: rid.get(resource.id as string) as number, resource })),
     );
   });
-}
-
-interface PlanNode {
-  'Relation Name'?: string;
-  'Actual Rows'?: number;
-  'Actual Loops'?: number;
-  'Rows Removed by Filter'?: number;
-  'Rows Removed by Index Recheck'?: number;
-  Plans?: PlanNode[];
-}
-
-/** Rows the plan of `r` read from `table`: returned plus removed by a filter, over every loop. */
-async function rowsRead(db: Db, r: Recorded, table: string): Promise<number> {
-  const res = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${r.sql}`, r.params);
-  const raw = res.rows[0]?.['QUERY PLAN'];
-  const plan = (typeof raw === 'string' ? JSON.parse(raw) : raw) as { Plan: PlanNode }[];
-  const walk = (n: PlanNode): number =>
-    (n['Relation Name'] === table
-      ? ((n['Actual Rows'] ?? 0) +
-          (n['Rows Removed by Filter'] ?? 0) +
-          (n['Rows Removed by Index Recheck'] ?? 0)) *
-        (n['Actual Loops'] ?? 1)
-      : 0) + (n.Plans ?? []).reduce((s, c) => s + walk(c), 0);
-  return walk(plan[0]?.Plan as PlanNode);
 }
 
 const rare = Array.from({ length: N }, (_, i) => i)
